@@ -1122,13 +1122,13 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
                              char *msg, size_t msg_len)
 {
     const cJSON *nested, *scaling;
-    if (out->family && (out->family->features & RA_HF_ROPE_THETA_PER_LAYER) &&
-        has_key(root, "rope_theta") && !is_null(root, "rope_theta"))
-        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"rope_theta\": model_type "
-                          "\"%s\"'s config class reads it as a base per layer (older "
-                          "checkpoints) into rope_parameters per layer type, or ignores it "
-                          "beside rope_parameters: not supported (give rope_parameters)", name,
-                          out->family->model_type);
+    cJSON *rewritten; /* UltraBERT's older keys turned into rope_parameters */
+    RA_TRY(ra_hf_older_keys(root, out->family, &rewritten, name, msg, msg_len));
+    if (rewritten != NULL) {
+        ra_status status = read_fields(rewritten, out, name, msg, msg_len);
+        cJSON_Delete(rewritten);
+        return status;
+    }
     RA_TRY(lookup_object(root, "rope_parameters", name, &nested, msg, msg_len));
     RA_TRY(lookup_object(root, "rope_scaling", name, &scaling, msg, msg_len));
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {

@@ -428,8 +428,8 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * on load (its conversion mapping), g_proj.weight read too (LFM3) */
 #define RA_HF_GATE_SAVED_AS_GATE_PROJ RA_HF_BIT(66)
 /* a top-level rope_theta is a base per layer (UltraBERT's older checkpoints), which the config
- * class turns into rope_parameters per layer type, or ignores beside rope_parameters: any but
- * null refused, naming it (a number ran on the default ropes) */
+ * class turns into rope_parameters per layer type, or ignores beside rope_parameters; and
+ * attention_windows null fails there (fields_older_keys.c) */
 #define RA_HF_ROPE_THETA_PER_LAYER RA_HF_BIT(67)
 /* A.X-K2 (bits 68-71, 104-111): */
 /* latent attention's q_b_proj is q_gate_proj [H * (D + Dv), 2 q_lora_rank] (saved as

@@ -30,6 +30,14 @@ ra_status ra_hf_family_check(const cJSON *obj, const char *name, const char *mod
 ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const char *name,
                                char *msg, size_t msg_len);
 
+/* UltraBERT's older keys (fields_older_keys.c; RA_HF_ROPE_THETA_PER_LAYER): *rewritten NULL
+ * (root is read as it is) or a copy of root to read in its place (the caller deletes it):
+ * rope_theta's list of bases per layer turned into rope_parameters per layer type, or
+ * rope_theta dropped beside rope_parameters, as UltrabertConfig does; attention_windows null
+ * and rope_theta other than a list of bases, refused as transformers fails on them. */
+ra_status ra_hf_older_keys(const cJSON *root, const ra_hf_family *family, cJSON **rewritten,
+                           const char *name, char *msg, size_t msg_len);
+
 /* Reads obj (which must be a JSON object) into *out, which it zeroes first.  Messages read
  * "<name>: \"<prefix><key>\" must be ...", so that a config.json's nested
  * keys read "config.json: \"rope_scaling.factor\" ...".  On failure *out is

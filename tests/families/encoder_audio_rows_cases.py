@@ -3,8 +3,10 @@ refuse, each with its message (their runs are checked against transformers itsel
 tests/hf/encoder_audio_rows_cases.py).
 
   ultrabert  attention_windows (older checkpoints' windows per layer, which its config class
-             turns into sliding_window and layer_types); rope_theta (a number ran on the
-             default ropes: its config class reads a list, a base per layer)
+             turns into sliding_window and layer_types; null: transformers raises TypeError);
+             rope_theta a number without rope_parameters (TypeError), or a list of bases per
+             layer that leaves a layer type none (its list read: tests/hf's
+             ultrabert_rope_theta_list)
   mimi, kyutai_speech_to_text, dinov3_vit, parakeet_ctc, wav2vec2-conformer, vjepa2,
   timesfm2_5, neucodec, pixtral (a vision tower alone) ...  audio and vision families whose attention ropeattn does not run: refused by
              name, each naming what it lacks
@@ -30,9 +32,11 @@ def encoder_audio_rows_cases(out):
         ("ultrabert_attention_windows", dict(ULTRABERT, attention_windows=[2, 0]), plain,
          '"attention_windows" (a window per layer'),
         ("ultrabert_rope_theta", dict(ULTRABERT, rope_theta=50000.0), plain,
-         '"rope_theta": model_type "ultrabert"\'s config class reads it as a base per layer'),
-        ("ultrabert_rope_theta_list", dict(ULTRABERT, rope_theta=[300.0, 50000.0]), plain,
-         '"rope_theta": model_type "ultrabert"\'s config class reads it as a base per layer'),
+         '"rope_theta" is not a list: model_type "ultrabert"\'s config class zips it'),
+        ("ultrabert_rope_theta_short", dict(ULTRABERT, rope_theta=[300.0]), plain,
+         '"rope_theta" lists 1 bases, which give layer 1\'s kind "full_attention" none'),
+        ("ultrabert_attention_windows_null", dict(ULTRABERT, attention_windows=None), plain,
+         '"attention_windows" is null'),
         ("mimi", dict(BASE, model_type="mimi"), plain,
          'model_type "mimi" is refused: its attention layers sit in two stacks'),
         ("kyutai_speech_to_text", dict(BASE, model_type="kyutai_speech_to_text"), plain,

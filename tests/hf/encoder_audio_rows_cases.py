@@ -8,7 +8,9 @@ without the causal mask: case.json "causal" false, no y_cache.npy):
   ultrabert_sliding, ultrabert_full
       UltraBERT's sliding layer (|i - j| <= sliding_window, 2 here) and full layer, each with its
       rope (rope_parameters per layer type), grouped key/value heads and biases; the full one's
-      config.json without layer_types (its class's rule: every third layer full)
+      config.json without layer_types (its class's rule: every third layer full);
+  ultrabert_rope_theta_list
+      older checkpoints' rope_theta, a base per layer, in place of rope_parameters
   openai_privacy_filter_window
       OpenAI's privacy filter: GPT-OSS's sinks, biases and yarn rope on interleaved pairs, q and k
       each scaled by head_dim^-0.25, every layer seeing |i - j| <= sliding_window (3 here)
@@ -43,6 +45,14 @@ def encoder_audio_rows_cases():
                        attention_bias=True, sliding_window=2, rope_parameters=ropes)
         # (a rope per layer type: no freqs table of the config's)
         yield case and case[:5] + (dict(case[5], freqs=False),)
+    # older checkpoints' rope_theta, a base per layer (UltrabertConfig zips it with
+    # layer_types, a later layer's over an earlier one's: sliding 300, full 50000) in place
+    # of rope_parameters; transformers reads the edited file as the config it saved
+    case = encoder("ultrabert_rope_theta_list", "Ultrabert", "UltrabertForMaskedLM", layer=0,
+                   config_keys={"rope_parameters": None, "rope_theta": [100.0, 300.0, 50000.0]},
+                   num_hidden_layers=3, num_key_value_heads=2, sliding_window=2,
+                   rope_parameters=ropes)
+    yield case and case[:5] + (dict(case[5], freqs=False),)
     llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
               "high_freq_factor": 4.0, "original_max_position_embeddings": 8}
     higgs = dict(m.TINY, head_dim=16, audio_token_id=12, audio_bos_token_id=13,

@@ -324,6 +324,7 @@
                     "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "          \
                     "\"llama_4_scaling_beta\": 0.1}",                                     \
     .default_rope_name = "Ministral3Config's default rope_parameters."
+#define LASR_DEFAULTS "hidden_size=512 num_attention_heads=8 max_position_embeddings=10000"
 /* Mistral4Config's sizes and default rope (its max_position_embeddings, 1048576, too; its
  * partial_rotary_factor qk_rope_head_dim / head_dim: RA_HF_MLA_ROPE_OF_HEAD) */
 #define MISTRAL4_DEFAULTS                                                                \
@@ -569,6 +570,12 @@ static const ra_hf_names emu3_names[] = {
  * its text model saves them (layers.N) */
 static const ra_hf_names voxtral_realtime_names[] = {
     {"model.language_model.model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
+/* LASR's encoder layers: in LasrForCTC (encoder.), or the encoder saved alone */
+static const ra_hf_names lasr_names[] = {
+    {"encoder.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
     {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
     NAMES_END};
 
@@ -1104,6 +1111,13 @@ static const ra_hf_family families[] = {
         "num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=131072 sliding_window=512", RA_HF_WINDOWS_LISTED_ELSE_NONE,
         ALL(AB, 0), LAGUNA_ROPE),
+    /* LasrEncoderConfig (Google's MedASR): a conformer encoder whose self-attention is Llama's
+     * without a causal mask (attention_bias on all four), head_dim hidden_size / heads, its
+     * positions 0 .. S-1; LasrCTCConfig holds it as encoder_config */
+    ROW("lasr_encoder", H, RA_HF_NON_CAUSAL | WHOLE, NULL, LASR_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        .names = lasr_names),
+    ROW("lasr_ctc", H, RA_HF_NON_CAUSAL | WHOLE, NULL, LASR_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        .text_parent = "encoder_config", .text_parent_whole = 1, .names = lasr_names),
     ROW("lfm2", H, LFM2 | WHOLE, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
     ROW("lfm2_moe", H, LFM2 | WHOLE, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0),
         .names = lfm2_names),

@@ -1255,7 +1255,8 @@ static ra_status nested_text(const cJSON *root, const char *name, const cJSON **
     if (!family || !family->text_parent) return RA_OK;
     *outer = family;
     RA_TRY(lookup_object(root, family->text_parent, name, &parent, msg, msg_len));
-    if (parent) RA_TRY(lookup_object(parent, "text_config", name, text, msg, msg_len));
+    if (parent && family->text_parent_whole) *text = parent;
+    else if (parent) RA_TRY(lookup_object(parent, "text_config", name, text, msg, msg_len));
     return RA_OK;
 }
 

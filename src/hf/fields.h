@@ -627,9 +627,9 @@ typedef struct ra_hf_family {
      * the top level's keys. */
     int default_text_config;
     /* NULL, or the object of the top level that holds its text_config (and
-     * the top level none: Qwen2.5-Omni's and Qwen3-Omni's thinker_config):
-     * that text_config is read as this family's (its row, its tensor
-     * names) */
+     * the top level none: Qwen2.5-Omni's and Qwen3-Omni's thinker_config), or
+     * is it (text_parent_whole): that text_config is read as this family's
+     * (its row, its tensor names) */
     const char *text_parent;
     /* Nonzero: its text_config, whatever model_type it names, is read as
      * this family's (its row's defaults and tensor names): the config class
@@ -639,6 +639,9 @@ typedef struct ra_hf_family {
     /* Nonzero: a text_config without "model_type" is refused, as its config
      * class fails on one (Exaone4_5_Config reads text_config["model_type"]) */
     int text_config_typed;
+    /* Nonzero, with text_parent: that object is itself the model's config (LASR CTC's
+     * encoder_config: a LasrEncoderConfig), not the holder of a text_config */
+    int text_parent_whole;
     /* The sections its code's chunked M-RoPE splits the rotary pairs by
      * where mrope_section is absent ({0}: none; GLM-4.1V's [8, 12, 12]) */
     int64_t mrope_default[3];

@@ -10,8 +10,10 @@ tests/hf/encoder_audio_rows_cases.py).
   mimi, kyutai_speech_to_text, dinov3_vit, parakeet_ctc, wav2vec2-conformer, vjepa2,
   timesfm2_5, neucodec, pixtral (a vision tower alone) ...  audio and vision families whose attention ropeattn does not run: refused by
              name, each naming what it lacks
-  lasr_ctc   a model_type ropeattn does not know whose attention keys sit one level down
+  unknown_nested  a model_type ropeattn does not know whose attention keys sit one level down
              (encoder_config): refused naming that key
+  lasr_ctc   its encoder_config read (runs: tests/hf's lasr_ctc_bias), its layers under
+             encoder.layers.N: others refused naming the names looked for
 """
 import numpy as np
 
@@ -58,9 +60,11 @@ def encoder_audio_rows_cases(out):
          'model_type "vjepa2" is refused: its 3-D RoPE'),
         ("timesfm2_5", dict(BASE, model_type="timesfm2_5"), plain,
          'model_type "timesfm2_5" is refused: its attention scales each feature of q'),
-        ("lasr_ctc_nested", {"model_type": "lasr_ctc", "encoder_config": BASE}, plain,
-         'model_type "lasr_ctc" is not a family ropeattn knows, and its config describes '
-         'attention ("encoder_config.num_attention_heads")'),
+        ("unknown_nested", {"model_type": "unknown_speech_ctc", "encoder_config": BASE}, plain,
+         'model_type "unknown_speech_ctc" is not a family ropeattn knows, and its config '
+         'describes attention ("encoder_config.num_attention_heads")'),
+        ("lasr_ctc_names", {"model_type": "lasr_ctc", "encoder_config": BASE}, plain,
+         'holds no attention weights under the names of model_type "lasr_ctc"'),
     ]
     for name, config, tensors, refused in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused)

@@ -19,6 +19,9 @@ without the causal mask: case.json "causal" false, no y_cache.npy):
       attention_bias)
   codegen_qvk_groups_bf16
       CodeGen's qkv_proj (q, v, k per model-parallel group) saved in BF16
+  lasr_ctc_bias, lasr_encoder
+      LASR's (MedASR's) conformer self-attention: Llama's without a causal mask, at positions
+      0 .. S-1; LasrForCTC's encoder_config, and the encoder saved alone
   glmasr_text, musicflamingo_text
       speech and music models saved whole with a tiny audio encoder: their text layer (Llama's,
       Qwen2's) read through text_config, under language_model.model.layers.N
@@ -72,6 +75,7 @@ def encoder_audio_rows_cases():
                    dict(n_embd=64, n_head=8, rotary_dim=4, n_layer=1, n_inner=16, vocab_size=16,
                         n_positions=64), theta=None, dtype=torch.bfloat16)
     yield from audio_text_cases()
+    yield from lasr_cases()
     config_cls = getattr(transformers, "OpenAIPrivacyFilterConfig", None)
     if config_cls is None:
         return
@@ -83,6 +87,46 @@ def encoder_audio_rows_cases():
                                                 "original_max_position_embeddings": 16}))
     yield ("openai_privacy_filter_window", transformers.OpenAIPrivacyFilterForTokenClassification,
            config, 0, m.positions(7), dict(cached=False, causal=False, half_table=True))
+
+
+def lasr_layers(base):
+    """A LASR model class run on inputs_embeds: its encoder's conformer blocks on them (the
+    subsampler, which reads mel features, passed over), at positions 0 .. S-1 as its encoder
+    gives them, no mask; the same class name, so save_pretrained's config.json and weights are
+    its own."""
+    class Lasr(base):
+        def forward(self, inputs_embeds=None, **kw):
+            encoder = getattr(self, "encoder", self)
+            h = inputs_embeds
+            # (its arange(S)[None] given per row: the same table, [B, S, D] as pos.npy's rows)
+            cos, sin = encoder.rotary_emb(h, torch.arange(h.shape[1]).repeat(h.shape[0], 1))
+            for block in encoder.layers:
+                h = block(h, attention_mask=None, position_embeddings=(cos, sin))
+            return h
+
+    Lasr.__name__ = Lasr.__qualname__ = base.__name__
+    return Lasr
+
+
+def lasr_cases():
+    """LASR (MedASR): its conformer blocks' self-attention, Llama's without a causal mask, with
+    attention_bias; LasrForCTC (encoder_config nested) and the encoder saved alone."""
+    if not hasattr(transformers, "LasrForCTC"):
+        return
+    encoder = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                   intermediate_size=16, conv_kernel_size=3, subsampling_conv_channels=8,
+                   num_mel_bins=16, attention_bias=True)
+    opts = dict(cached=False, causal=False)
+    class LasrCTCConfig(transformers.LasrCTCConfig):  # (write_case's embeddings: the encoder's)
+        def get_text_config(self, *args, **kw):
+            return self.encoder_config
+
+    config = LasrCTCConfig(encoder_config=encoder, vocab_size=16, pad_token_id=0)
+    yield ("lasr_ctc_bias", lasr_layers(transformers.LasrForCTC), config, 1, m.positions(0), opts)
+    config = transformers.LasrEncoderConfig(**dict(encoder, attention_bias=False),
+                                            rope_parameters={"rope_type": "default",
+                                                             "rope_theta": 300.0})
+    yield ("lasr_encoder", lasr_layers(transformers.LasrEncoder), config, 0, m.positions(0), opts)
 
 
 def audio_text_cases():

@@ -34,13 +34,6 @@
 #include "parallel.h"
 #include "rope_internal.h"
 
-/* temperature_length's factor at position p: (1 + (p + 1) / L) ^ power, as
- * Beam's exp(power * log1p((p + 1) / L)). */
-static double temperature_power_at(const ra_layer_config *c, double p)
-{
-    return exp(c->temperature_power * log1p((p + 1.0) / c->temperature_length));
-}
-
 static ra_status check_temperature_power(const ra_layer_config *c)
 {
     if (!(c->temperature_length >= 0 && c->temperature_length < HUGE_VAL &&
@@ -52,8 +45,8 @@ static ra_status check_temperature_power(const ra_layer_config *c)
         return ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: temperature_length with "
                        "temperature_floor (two position scalings of q)");
     /* the factor is monotonic in p: its ends must be normal floats */
-    const double ends[2] = {temperature_power_at(c, 0.0),
-                            temperature_power_at(c, (double)RA_MAX_POSITION)};
+    const double ends[2] = {ra_layer_temperature_power_at(c, 0.0),
+                            ra_layer_temperature_power_at(c, (double)RA_MAX_POSITION)};
     for (int i = 0; i < 2; i++)
         if (!(ends[i] >= FLT_MIN && ends[i] <= FLT_MAX))
             return ra_fail(RA_ERR_ARGUMENT, "ra_layer_config: temperature_length %g and "
@@ -640,27 +633,6 @@ ra_status ra_layer_check_rotation(const ra_layer *layer, const ra_positions *pos
     ra_positions read;
     if (ra_layer_late_rope(layer) && !layer->config.rope_values) return RA_OK;
     return ra_positions_read_new(&read, pos, layer->rope, batch, seq, n_new);
-}
-
-/* q's factor at position p by temperature_floor or temperature_length. */
-static float temperature_at(const ra_layer_config *c, double p)
-{
-    if (c->temperature_length > 0) return (float)temperature_power_at(c, p);
-    const double offset = c->temperature_no_offset ? 0.0 : 1.0; /* Ministral 3 : Llama 4 */
-    return (float)(1.0 + c->temperature_scale * log1p(floor((p + offset) / c->temperature_floor)));
-}
-
-void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
-                          int64_t tokens, int64_t seq)
-{
-    const ra_layer_config *c = &layer->config;
-    if (c->temperature_floor == 0 && c->temperature_length == 0) return;
-    const int64_t q_dim = c->n_heads * c->head_dim;
-    int64_t hint = 0;
-    for (int64_t t = 0; t < tokens; t++) {
-        const float f = temperature_at(c, (double)ra_position(pos, t, seq, &hint));
-        for (int64_t i = 0; f != 1.0f && i < q_dim; i++) g[t * q_dim + i] *= f;
-    }
 }
 
 void ra_layer_clip(float *x, int64_t n, double limit)

@@ -1,11 +1,13 @@
 /*
  * layer_common.c — what every kind of layer (layer.c's, latent attention's
- * layer_mla.c) and their backwards call: the norms of rows and q's factor.
+ * layer_mla.c) and their backwards call: the norms of rows, q's factor and
+ * q's temperature at its position.
  * The layer kinds call this file, never each other back.
  */
 #include <math.h>
 
 #include "layer_internal.h"
+#include "rope_internal.h"
 
 /* A row's mean (0 for an RMSNorm) and 1 / sqrt(variance about it + eps). */
 static void row_moments(const float *row, const ra_layer_norm_shape *n, double *mean,
@@ -59,4 +61,30 @@ void ra_layer_norm_backward(float *g, float *dweight, const float *x, const floa
 float ra_layer_q_factor(const ra_layer_config *c)
 {
     return (float)(c->scale * sqrt((double)c->head_dim));
+}
+
+double ra_layer_temperature_power_at(const ra_layer_config *c, double p)
+{
+    return exp(c->temperature_power * log1p((p + 1.0) / c->temperature_length));
+}
+
+/* q's factor at position p by temperature_floor or temperature_length. */
+static float temperature_at(const ra_layer_config *c, double p)
+{
+    if (c->temperature_length > 0) return (float)ra_layer_temperature_power_at(c, p);
+    const double offset = c->temperature_no_offset ? 0.0 : 1.0; /* Ministral 3 : Llama 4 */
+    return (float)(1.0 + c->temperature_scale * log1p(floor((p + offset) / c->temperature_floor)));
+}
+
+void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
+                          int64_t tokens, int64_t seq)
+{
+    const ra_layer_config *c = &layer->config;
+    if (c->temperature_floor == 0 && c->temperature_length == 0) return;
+    const int64_t q_dim = c->n_heads * c->head_dim;
+    int64_t hint = 0;
+    for (int64_t t = 0; t < tokens; t++) {
+        const float f = temperature_at(c, (double)ra_position(pos, t, seq, &hint));
+        for (int64_t i = 0; f != 1.0f && i < q_dim; i++) g[t * q_dim + i] *= f;
+    }
 }

@@ -288,6 +288,9 @@ int ra_layer_output_changes(const ra_layer *layer);
  * q's gradient. */
 void ra_layer_temperature(const ra_layer *layer, float *g, const ra_positions *pos,
                           int64_t tokens, int64_t seq);
+/* temperature_length's factor at position p: (1 + (p + 1) / L) ^ power, as
+ * Beam's exp(power * log1p((p + 1) / L)). */
+double ra_layer_temperature_power_at(const ra_layer_config *c, double p);
 
 /* Each of x's n values clamped to [-limit, limit] (float32 limits). */
 void ra_layer_clip(float *x, int64_t n, double limit);

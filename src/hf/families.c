@@ -324,6 +324,9 @@
                     "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "          \
                     "\"llama_4_scaling_beta\": 0.1}",                                     \
     .default_rope_name = "Ministral3Config's default rope_parameters."
+#define NEMOTRON3_DIARIZATION_DEFAULTS                                                   \
+    "hidden_size=512 num_attention_heads=8 max_position_embeddings=5000 "                \
+    "partial_rotary_factor=0.5"
 #define LASR_DEFAULTS "hidden_size=512 num_attention_heads=8 max_position_embeddings=10000"
 /* Mistral4Config's sizes and default rope (its max_position_embeddings, 1048576, too; its
  * partial_rotary_factor qk_rope_head_dim / head_dim: RA_HF_MLA_ROPE_OF_HEAD) */
@@ -570,6 +573,17 @@ static const ra_hf_names emu3_names[] = {
  * its text model saves them (layers.N) */
 static const ra_hf_names voxtral_realtime_names[] = {
     {"model.language_model.model.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
+/* Nemotron-3 diarization's audio encoder layers: in the whole model, or saved alone */
+static const ra_hf_names nemotron3_diarization_names[] = {
+    {"model.audio_tower.layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
+/* GLM-ASR's encoder layers saved alone */
+static const ra_hf_names glmasr_encoder_names[] = {
     {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
     NAMES_END};
 
@@ -967,6 +981,13 @@ static const ra_hf_family families[] = {
     ROW("glm_ocr", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, DEFAULT_TEXT, GLM_MROPE),
     ROW("glm_ocr_text", I, GLM4V, NULL, GLM_OCR_DEFAULTS, NOWINDOW, NO_BIAS, GLM_MROPE),
     ROW("glm_ocr_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
+    /* GlmAsrEncoderConfig: GLM-ASR's audio encoder saved alone; Llama's attention without a
+     * causal mask, biases on q, v and o (never k), rotate_half on the first half of each head
+     * (partial_rotary_factor 0.5 by default), its positions 0 .. S-1 */
+    ROW("glmasr_encoder", H, RA_HF_NON_CAUSAL, NULL,
+        "hidden_size=1280 num_attention_heads=20 max_position_embeddings=1500 "
+        "partial_rotary_factor=0.5", NOWINDOW, {NULL, 1, NULL, 1, 0, 1},
+        .names = glmasr_encoder_names),
     ROW("got_ocr2_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
     ROW("gpt_neox", H, RA_HF_ALIASES | RA_HF_QKV_PER_HEAD | RA_HF_ROPE_NEOX_NAMES, NULL, "partial_rotary_factor=0.25",
         NOWINDOW, ALL(AB, 1), .names = gpt_neox_names),
@@ -1111,13 +1132,13 @@ static const ra_hf_family families[] = {
         "num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=131072 sliding_window=512", RA_HF_WINDOWS_LISTED_ELSE_NONE,
         ALL(AB, 0), LAGUNA_ROPE),
+    ROW("lasr_ctc", H, RA_HF_NON_CAUSAL | WHOLE, NULL, LASR_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        .text_parent = "encoder_config", .text_parent_whole = 1, .names = lasr_names),
     /* LasrEncoderConfig (Google's MedASR): a conformer encoder whose self-attention is Llama's
      * without a causal mask (attention_bias on all four), head_dim hidden_size / heads, its
      * positions 0 .. S-1; LasrCTCConfig holds it as encoder_config */
     ROW("lasr_encoder", H, RA_HF_NON_CAUSAL | WHOLE, NULL, LASR_DEFAULTS, NOWINDOW, ALL(AB, 0),
         .names = lasr_names),
-    ROW("lasr_ctc", H, RA_HF_NON_CAUSAL | WHOLE, NULL, LASR_DEFAULTS, NOWINDOW, ALL(AB, 0),
-        .text_parent = "encoder_config", .text_parent_whole = 1, .names = lasr_names),
     ROW("lfm2", H, LFM2 | WHOLE, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0), .names = lfm2_names),
     ROW("lfm2_moe", H, LFM2 | WHOLE, NULL, LFM2_DEFAULTS, NOWINDOW, FIXED(0, 0),
         .names = lfm2_names),
@@ -1252,6 +1273,17 @@ static const ra_hf_family families[] = {
     ROW("nemotron", H, 0, NULL,
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
+    /* Nemotron3DiarizationAudioConfig (NVIDIA's Nemotron-3 diarization): its audio encoder's
+     * self-attention, Llama's without a causal mask, a bias on o_proj alone, rotate_half on the
+     * first half of each head (partial_rotary_factor 0.5 by default), v_proj of every query head
+     * (key/value heads other than the query heads refused); the whole model's
+     * audio_config read, its layers under model.audio_tower.layers.N */
+    ROW("nemotron3_diarization", H, RA_HF_NON_CAUSAL | RA_HF_KV_HEADS_EQUAL, NULL,
+        NEMOTRON3_DIARIZATION_DEFAULTS, NOWINDOW, FIXED(0, 1), .text_parent = "audio_config",
+        .text_parent_whole = 1, .names = nemotron3_diarization_names),
+    ROW("nemotron3_diarization_audio", H, RA_HF_NON_CAUSAL | RA_HF_KV_HEADS_EQUAL, NULL,
+        NEMOTRON3_DIARIZATION_DEFAULTS, NOWINDOW, FIXED(0, 1),
+        .names = nemotron3_diarization_names),
     ROW("nemotron_asr_streaming", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("nemotron_asr_streaming_encoder", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("nemotron_h", H, 0, NO_ROTARY("Mamba and MoE layers"), NULL, NOWINDOW, NO_BIAS),

@@ -1186,6 +1186,14 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
         out->num_key_value_heads = out->num_attention_heads;
         out->has_num_key_value_heads = out->has_num_attention_heads;
     }
+    if ((features & RA_HF_KV_HEADS_EQUAL) && out->has_num_key_value_heads &&
+        out->num_key_value_heads != out->num_attention_heads)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
+                          "%s: \"num_key_value_heads\" is %lld, not num_attention_heads (%lld): "
+                          "model_type \"%s\"'s v_proj has a row per query head and k_proj one "
+                          "per key/value head, which its attention fails on", name,
+                          (long long)out->num_key_value_heads,
+                          (long long)out->num_attention_heads, out->family->model_type);
     if (out->has_local_rope) { /* per layer type: theirs; rope_local_base_freq is the
                                   sliding layers' rope_theta */
         ra_hf_rope *local = &out->local_rope;

@@ -520,6 +520,10 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * Nomic BERT's and Jina Embeddings v3's models have no grouped heads and their config classes no
  * such attribute) */
 #define RA_HF_KV_HEADS_IGNORED RA_HF_BIT(115)
+/* num_key_value_heads other than num_attention_heads refused: v_proj has a row per query head and
+ * k_proj one per key/value head, which transformers' attention fails on (Nemotron-3
+ * diarization's encoder) */
+#define RA_HF_KV_HEADS_EQUAL RA_HF_BIT(70)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the
@@ -532,6 +536,8 @@ typedef struct ra_hf_bias_rule {
     int o_default;
     int qkv_with_o;      /* q, k and v have biases too when o has (ChatGLM's
                             add_bias_linear) */
+    int k_none;          /* k has none whatever q's and v's are (Whisper's
+                            k_proj: GLM-ASR's encoder) */
 } ra_hf_bias_rule;
 
 /* How a fused q/k/v weight packs its rows. */

@@ -294,9 +294,13 @@ static ra_status check_matrices(const job *j)
 
 /* Why q, k and v (o: the output projection) have a bias or not, for
  * messages: the config key that says so, or that the family fixes it. */
-static const char *bias_reason(const job *j, int o, char *buf, size_t len)
+static const char *bias_reason(const job *j, int o, int k, char *buf, size_t len)
 {
     const ra_hf_bias *bias = &j->config->fields.bias;
+    if (k && bias->rule && bias->rule->k_none) {
+        snprintf(buf, len, "builds k_proj without a bias whatever the config says");
+        return buf;
+    }
     const char *key = bias->rule ? (o ? bias->rule->o_key : bias->rule->qkv_key)
                                  : "attention_bias";
     const int on = o ? bias->o : bias->qkv;
@@ -326,20 +330,22 @@ static ra_status check_biases(const job *j)
     char who[96], why[256];
     for (int p = 0; p < N_PROJ; p++) {
         const ra_st_tensor *b = t->bias[p], *w = t->proj[p];
-        const int o = p == PROJ_O, on = o ? bias->o : bias->qkv;
+        const int o = p == PROJ_O, k = p == PROJ_K;
+        const int on = o ? bias->o : k && bias->rule && bias->rule->k_none ? 0 : bias->qkv;
         const int fused = !o && t->fused;
         const char *weight = fused ? t->fused->name : w->name;
         if (b && !on)
             return hf_fail(RA_ERR_UNSUPPORTED, "tensor '%s' in %s is a bias that transformers "
                            "would not load: %s %s (remove the tensor, or fix the config)",
                            b->name, j->path, family_name(j, who, sizeof who),
-                           bias_reason(j, o, why, sizeof why));
+                           bias_reason(j, o, k, why, sizeof why));
         if (!b && on && bias->rule) {
             size_t len = strlen(weight), tail = strlen("weight");
             return hf_fail(RA_ERR_NOT_FOUND, "%s has no '%.*sbias' beside '%s': %s %s "
                            "(transformers would initialize the missing bias)", j->path,
                            (int)(len >= tail ? len - tail : len), weight, weight,
-                           family_name(j, who, sizeof who), bias_reason(j, o, why, sizeof why));
+                           family_name(j, who, sizeof who),
+                           bias_reason(j, o, k, why, sizeof why));
         }
         if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
             return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "

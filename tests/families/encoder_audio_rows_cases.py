@@ -12,6 +12,9 @@ tests/hf/encoder_audio_rows_cases.py).
              name, each naming what it lacks
   unknown_nested  a model_type ropeattn does not know whose attention keys sit one level down
              (encoder_config): refused naming that key
+  glmasr_encoder  a k_proj bias (GLM-ASR's encoder builds none); runs: tests/hf
+  nemotron3_diarization(_audio)  v_proj of key/value heads other than the query heads (its
+             v_proj has a row per query head); runs: tests/hf
   lasr_ctc   its encoder_config read (runs: tests/hf's lasr_ctc_bias), its layers under
              encoder.layers.N: others refused naming the names looked for
 """
@@ -65,6 +68,17 @@ def encoder_audio_rows_cases(out):
          'describes attention ("encoder_config.num_attention_heads")'),
         ("lasr_ctc_names", {"model_type": "lasr_ctc", "encoder_config": BASE}, plain,
          'holds no attention weights under the names of model_type "lasr_ctc"'),
+    ]
+    # GLM-ASR's encoder: k_proj never biased; Nemotron-3 diarization's v_proj has a row per
+    # query head (key/value heads other than them: transformers fails)
+    glmasr = named(weights(DIM, H, H, D, biases="qkvo"), "layers.0.self_attn.")
+    nemotron = named(weights(DIM, H, K, D, biases="o"), "layers.0.self_attn.")
+    refusals += [
+        ("glmasr_encoder_k_bias", dict(BASE, model_type="glmasr_encoder",
+                                       num_key_value_heads=H), glmasr,
+         "builds k_proj without a bias whatever the config says"),
+        ("nemotron3_diarization_kv_heads", dict(BASE, model_type="nemotron3_diarization_audio"),
+         nemotron, '"num_key_value_heads" is 2, not num_attention_heads (4)'),
     ]
     for name, config, tensors, refused in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused)

@@ -22,6 +22,11 @@ without the causal mask: case.json "causal" false, no y_cache.npy):
   lasr_ctc_bias, lasr_encoder
       LASR's (MedASR's) conformer self-attention: Llama's without a causal mask, at positions
       0 .. S-1; LasrForCTC's encoder_config, and the encoder saved alone
+  glmasr_encoder_partial
+      GLM-ASR's audio encoder saved alone: biases on q, v and o, half of each head rotated
+  nemotron3_diarization_partial
+      Nemotron-3 diarization saved whole, its audio tower's layer through audio_config: a bias
+      on o_proj alone, half of each head rotated
   glmasr_text, musicflamingo_text
       speech and music models saved whole with a tiny audio encoder: their text layer (Llama's,
       Qwen2's) read through text_config, under language_model.model.layers.N
@@ -76,6 +81,8 @@ def encoder_audio_rows_cases():
                         n_positions=64), theta=None, dtype=torch.bfloat16)
     yield from audio_text_cases()
     yield from lasr_cases()
+    yield from glmasr_encoder_case()
+    yield from nemotron3_diarization_case()
     config_cls = getattr(transformers, "OpenAIPrivacyFilterConfig", None)
     if config_cls is None:
         return
@@ -90,10 +97,10 @@ def encoder_audio_rows_cases():
 
 
 def lasr_layers(base):
-    """A LASR model class run on inputs_embeds: its encoder's conformer blocks on them (the
-    subsampler, which reads mel features, passed over), at positions 0 .. S-1 as its encoder
-    gives them, no mask; the same class name, so save_pretrained's config.json and weights are
-    its own."""
+    """A LASR (or GLM-ASR encoder) model class run on inputs_embeds: its encoder's blocks on
+    them (the subsampler or convolutions, which read mel features, passed over), at positions
+    0 .. S-1 as its encoder gives them, no mask; the same class name, so save_pretrained's
+    config.json and weights are its own."""
     class Lasr(base):
         def forward(self, inputs_embeds=None, **kw):
             encoder = getattr(self, "encoder", self)
@@ -127,6 +134,45 @@ def lasr_cases():
                                             rope_parameters={"rope_type": "default",
                                                              "rope_theta": 300.0})
     yield ("lasr_encoder", lasr_layers(transformers.LasrEncoder), config, 0, m.positions(0), opts)
+
+
+def glmasr_encoder_case():
+    """GLM-ASR's audio encoder saved alone (GlmAsrEncoder): Llama's attention without a causal
+    mask, biases on q, v and o, rotate_half on the first half of each head (its default
+    partial_rotary_factor 0.5), two key/value heads."""
+    if not hasattr(transformers, "GlmAsrEncoder"):
+        return
+    config = transformers.GlmAsrEncoderConfig(hidden_size=32, num_attention_heads=4,
+                                              num_key_value_heads=2, intermediate_size=16,
+                                              num_hidden_layers=2, num_mel_bins=16)
+    yield ("glmasr_encoder_partial", lasr_layers(transformers.GlmAsrEncoder), config, 1,
+           m.positions(0), dict(cached=False, causal=False))
+
+
+def nemotron3_diarization_case():
+    """Nemotron-3 diarization saved whole: its audio tower on inputs_embeds at the given
+    position ids (its feature stacking passed over, as the tower takes inputs_embeds), whose
+    layers' self-attention is Llama's without a causal mask, a bias on o_proj alone, half of
+    each head rotated; the same class name, so save_pretrained's config.json and weights are
+    its own."""
+    base = getattr(transformers, "Nemotron3DiarizationForAudioFrameClassification", None)
+    if base is None:
+        return
+
+    class Nemotron3DiarizationForAudioFrameClassification(base):
+        def forward(self, inputs_embeds=None, position_ids=None, **kw):
+            return self.model.audio_tower(inputs_embeds=inputs_embeds, position_ids=position_ids)
+
+    class Nemotron3DiarizationConfig(transformers.Nemotron3DiarizationConfig):
+        def get_text_config(self, *args, **kw):  # (write_case's embeddings: the tower's)
+            return self.audio_config
+
+    config = Nemotron3DiarizationConfig(
+        audio_config=dict(hidden_size=32, num_attention_heads=4, intermediate_size=16,
+                          num_hidden_layers=2, num_mel_bins=16),
+        head_config=dict(audio_hidden_size=32, hidden_size=16))
+    yield ("nemotron3_diarization_partial", Nemotron3DiarizationForAudioFrameClassification,
+           config, 1, m.positions(7), dict(cached=False, causal=False))
 
 
 def audio_text_cases():

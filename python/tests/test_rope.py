@@ -129,7 +129,7 @@ def test_integers_past_int64_are_named():
             make()
 
 
-
+def test_rope_type_wins_over_older_type():
     """A rope_scaling dict with both keys: transformers reads rope_type
     (rope_parameters.get("rope_type", rope_parameters.get("type"))); the
     older "type" is read only without it.  {"rope_type": "yarn", "type":

@@ -718,6 +718,12 @@ static void test_st_format_rules(void)
          "the header holds a NUL character (\\u0000) in a string, at line 1, column 4"},
         {"{" ENTRY("a", "\"F32\\u0000x\"", "[1]", "[0,4]") "}", 4,
          "the header holds a NUL character (\\u0000) in a string, at line 1, column 19"},
+        /* an escape JSON has not, and a surrogate without its pair: not named NUL */
+        {"{" ENTRY("a\\qb", "\"U8\"", "[4]", "[0,4]") "}", 4,
+         "the header is not valid JSON at line 1, column 4"},
+        {"{" ENTRY("a\\udc00b", "\"U8\"", "[4]", "[0,4]") "}", 4,
+         "the header holds an unpaired UTF-16 surrogate (\\uD800 to \\uDFFF) in a string, at "
+         "line 1, column 4"},
         {"{" ENTRY("a\xff", "\"U8\"", "[4]", "[0,4]") "}", 4,
          "the header is not valid UTF-8 (byte 3)"},
         {"{" ENTRY("a\xc0\x80", "\"U8\"", "[4]", "[0,4]") "}", 4,
@@ -963,6 +969,15 @@ static void test_config_hostile(void)
          "line 1, column 13: refused (it would cut the string short)"},
         {"{\"model_type\": \"llama\\u0000x\"}", "config.json: a NUL character (\\u0000) in a "
          "string at line 1, column 22: refused (it would cut the string short)"},
+        /* other escapes cJSON fails on: not named NUL (an escape JSON has not;
+         * a surrogate without its pair, which JSON allows and cJSON refuses) */
+        {"{\"rope_theta\\q\": 1}", "config.json: not valid JSON at line 1, column 13"},
+        {"{\"a\": \"\\u00\"}", "config.json: not valid JSON at line 1, column 8"},
+        {"{\"model_type\": \"ab\\ud800\"}", "config.json: an unpaired UTF-16 surrogate "
+         "(\\uD800 to \\uDFFF) in a string at line 1, column 19: refused (no UTF-8 text holds it)"},
+        {"{\"model_type\": \"ab\\uD83D\\u0041\"}", "config.json: an unpaired UTF-16 "
+         "surrogate (\\uD800 to \\uDFFF) in a string at line 1, column 19: refused (no UTF-8 text "
+         "holds it)"},
         {"{\"hidden_size\": 4096,", "config.json: not valid JSON at line 1, column 22"},
         {"{\"hidden_size\": 4096} {}", "config.json: not valid JSON at line 1, column 23"},
         /* lines count from 1, columns characters (\u00e9 is two bytes) */

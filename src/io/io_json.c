@@ -191,6 +191,36 @@ void ra_io_json_where(const char *text, size_t len, size_t at, char *buf, size_t
     snprintf(buf, buf_len, "line %lld, column %lld", line, column);
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* The escape \\uXXXX at text[at], where ra_io_json_parse failed: 1 for
+ * \\u0000, 2 for a UTF-16 surrogate (U+D800 to U+DFFF, cJSON refusing it
+ * without its pair), 0 for anything else (an escape JSON has not). */
+static int escape_refused(const char *text, size_t len, size_t at)
+{
+    if (at >= len || len - at < 6 || text[at] != '\\' || text[at + 1] != 'u') return 0;
+    unsigned code = 0;
+    for (size_t i = at + 2; i < at + 6; i++) {
+        const int h = hex_digit(text[i]);
+        if (h < 0) return 0;
+        code = code * 16 + (unsigned)h;
+    }
+    return code == 0 ? 1 : code >= 0xd800 && code <= 0xdfff ? 2 : 0;
+}
+
+const char *ra_io_json_escape_refused(const char *text, size_t len, size_t at)
+{
+    static const char *const what[] = {NULL, "a NUL character (\\u0000)",
+                                       "an unpaired UTF-16 surrogate (\\uD800 to \\uDFFF)"};
+    return what[escape_refused(text, len, at)];
+}
+
 ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name, cJSON **out,
                                  char *msg, size_t msg_len)
 {
@@ -200,9 +230,12 @@ ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name,
     if (status == RA_ERR_NOMEM) return ra_io_fail(msg, msg_len, status, "%s: out of memory", name);
     char where[64];
     ra_io_json_where(text, len, at, where, sizeof where);
-    if (at < len && text[at] == '\\')
-        return ra_io_fail(msg, msg_len, status, "%s: a NUL character (\\u0000) in a string at "
-                          "%s: refused (it would cut the string short)", name, where);
+    const int refused = escape_refused(text, len, at);
+    if (refused)
+        return ra_io_fail(msg, msg_len, status, "%s: %s in a string at %s: refused (%s)", name,
+                          ra_io_json_escape_refused(text, len, at), where,
+                          refused == 1 ? "it would cut the string short"
+                                       : "no UTF-8 text holds it");
     return ra_io_fail(msg, msg_len, status, "%s: not valid JSON at %s", name, where);
 }
 

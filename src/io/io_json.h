@@ -45,9 +45,16 @@ size_t ra_io_utf8_sequence(const unsigned char *s, size_t n);
  * offset at in text, into buf. */
 void ra_io_json_where(const char *text, size_t len, size_t at, char *buf, size_t buf_len);
 
+/* Where ra_io_json_parse failed at text[at]: "a NUL character (\u0000)"
+ * or "an unpaired UTF-16 surrogate (\uD800 to \uDFFF)" when an escape
+ * there is one of those, which JSON allows in a string and the parser
+ * refuses; NULL for any other fault (an escape JSON has not, as \q). */
+const char *ra_io_json_escape_refused(const char *text, size_t len, size_t at);
+
 /* ra_io_json_parse, its failure in msg naming name: "<name>: not valid
  * JSON at line L, column C", "<name>: a NUL character (\u0000) in a string
- * at line L, column C: ...", "<name>: out of memory". */
+ * at line L, column C: ..." (or an unpaired UTF-16 surrogate), "<name>:
+ * out of memory". */
 ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name, cJSON **out,
                                  char *msg, size_t msg_len);
 

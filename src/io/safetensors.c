@@ -312,9 +312,11 @@ static ra_status parse_file(ra_safetensors *st, const char *path, char *msg, siz
         return ra_io_fail(msg, msg_len, parsed, "%s: out of memory for the header", path);
     char where[64];
     if (parsed != RA_OK) ra_io_json_where(header, (size_t)header_len, at, where, sizeof where);
-    if (parsed != RA_OK && at < header_len && header[at] == '\\')
-        return ra_io_fail(msg, msg_len, parsed, "%s: the header holds a NUL character "
-                          "(\\u0000) in a string, at %s", path, where);
+    const char *escape = parsed != RA_OK ? ra_io_json_escape_refused(header, (size_t)header_len, at)
+                                         : NULL;
+    if (escape)
+        return ra_io_fail(msg, msg_len, parsed, "%s: the header holds %s in a string, at %s", path,
+                          escape, where);
     if (parsed != RA_OK && at < header_len &&
         (header[at] == '-' || is_digit(header[at]) || (unsigned char)header[at] >= 0x80) &&
         check_header_text(bytes + 8, (size_t)header_len, path, msg, msg_len) != RA_OK)

@@ -1487,6 +1487,10 @@ static const ra_hf_family families[] = {
     ROW("sam3_mask_decoder", H, 0,
         PART_ALONE("a segmentation model's mask decoder"),
         NULL, NOWINDOW, NO_BIAS),
+    /* Sam3TrackerConfig: no text model; RoPE only in its vision_config's (sam3_vision_model) ViT */
+    ROW("sam3_tracker", H, 0,
+        "its only RoPE attention is its vision encoder's ViT (2-D axial RoPE inside windows), "
+        "which is not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("sam3_tracker_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
     ROW("sam3_video", H, 0,
         "its detector's ViT attention (2-D axial RoPE inside windows) and its tracker's "

@@ -80,5 +80,8 @@ def encoder_audio_rows_cases(out):
         ("nemotron3_diarization_kv_heads", dict(BASE, model_type="nemotron3_diarization_audio"),
          nemotron, '"num_key_value_heads" is 2, not num_attention_heads (4)'),
     ]
+    refusals.append(("sam3_tracker", dict(BASE, model_type="sam3_tracker"), plain,
+                     'model_type "sam3_tracker" is refused: its only RoPE attention is its '
+                     "vision encoder's ViT"))
     for name, config, tensors, refused in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused)

@@ -1038,27 +1038,20 @@ static const char *whose(const cJSON *root, const char *key, const ra_hf_fields 
     return buf;
 }
 
-/* transformers 5's standardize_rope_params: the config's
- * partial_rotary_factor (or the family's default) replaces the rope
- * object's, and for llama3, yarn and longrope so does its
- * original_max_position_embeddings (top_level_orig: a single rope object;
- * Phi3Config's default 4096 among them) — a value the object alone gives is
- * overwritten.  Where both are there and differ the file contradicts
- * itself (and transformers 4's releases read the object's): refused,
- * naming both.  Then the object takes what it lacks from the config
- * (ra_hf_rope_inherit). */
+/* transformers 5's standardize_rope_params: for llama3, yarn and longrope
+ * the config's original_max_position_embeddings replaces the rope object's
+ * (top_level_orig: a single rope object; Phi3Config's default 4096 among
+ * them) — a value the object alone gives is overwritten; where both are
+ * there and differ the file contradicts itself: refused, naming both.  A
+ * partial_rotary_factor is only set where the object has none (5.23's
+ * setdefault; every family's attention reads the object's), so the object's
+ * own is kept beside a different top-level one.  Then the object takes what
+ * it lacks from the config (ra_hf_rope_inherit). */
 static ra_status standardize_rope(ra_hf_rope *rope, const ra_hf_fields *out, const cJSON *root,
                                   const char *where, int top_level_orig, const char *name,
                                   char *msg, size_t msg_len)
 {
     char buf[96];
-    if (out->has_partial_rotary_factor && rope->has_partial_rotary_factor &&
-        out->partial_rotary_factor != rope->partial_rotary_factor)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
-                          "%s: \"%spartial_rotary_factor\" is %g and \"partial_rotary_factor\" "
-                          "%g%s: transformers 5 takes the latter: refused as contradictory", name,
-                          where, rope->partial_rotary_factor, out->partial_rotary_factor,
-                          whose(root, "partial_rotary_factor", out, buf, sizeof buf));
     const ra_rope_type t = rope->type;
     const int64_t top = out->original_max_position_embeddings,
                   own = rope->params.original_max_position_embeddings;

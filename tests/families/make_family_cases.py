@@ -699,6 +699,17 @@ def family_cases(out):
          args=["--layout", "half"])  # attention_bias: o_proj's bias too (zero)
     stablelm = tensors
 
+    # A partial_rotary_factor in rope_parameters beside a different top-level
+    # one: transformers 5.23's standardize_rope_params only sets the object's
+    # where it has none (setdefault), and StableLM's attention and rotary
+    # embedding read the object's: a quarter of each head rotates.
+    w = weights(dim, H, K, D)
+    cfg = dict(base, model_type="stablelm", partial_rotary_factor=0.5,
+               rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                "partial_rotary_factor": 0.25})
+    f = {"H": H, "K": K, "D": D, "inv": inv_freq(1e4, D // 4), "layout": "half"}
+    save(out, "two_partial_rotary_factors", cfg, named(w, layers(0)), x, attention(x, w, f), 0)
+
     # GLM-4: interleaved pairs over half the features, q/k/v biases.
     w = weights(dim, H, K, D, biases="qkv")
     cfg = dict(base, model_type="glm4", rope_theta=1e4, partial_rotary_factor=0.5,
@@ -1365,10 +1376,6 @@ def family_cases(out):
                                                    "original_max_position_embeddings": 32}),
          plain, 'is 32 and the top level\'s 64: transformers 5 takes the top level\'s for rope '
          'type yarn'),
-        ("two_partial_rotary_factors", dict(base, model_type="stablelm", partial_rotary_factor=0.5,
-                                            rope_parameters={"rope_type": "default",
-                                                             "partial_rotary_factor": 0.25}),
-         plain, '"rope_parameters.partial_rotary_factor" is 0.25 and "partial_rotary_factor" 0.5'),
         # an explicit null is not the default, and transformers fails on it
         ("gemma3_rope_theta_null", dict(base, model_type="gemma3_text", rope_theta=None), plain,
          '"rope_theta" is null: model_type "gemma3_text" needs a number'),

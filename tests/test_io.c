@@ -1947,12 +1947,6 @@ static void test_rope_as_transformers_reads_it(void)
         {"{\"model_type\": \"phi3\", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": "
          "[1], \"long_factor\": [2], \"original_max_position_embeddings\": 16}}",
          "is 16 and the top level's 4096 (model_type \"phi3\"'s default)"},
-        {"{\"model_type\": \"stablelm\", \"partial_rotary_factor\": 0.5, \"rope_parameters\": "
-         "{\"rope_type\": \"default\", \"partial_rotary_factor\": 0.25}}",
-         "\"rope_parameters.partial_rotary_factor\" is 0.25 and \"partial_rotary_factor\" 0.5"},
-        {"{\"model_type\": \"stablelm\", \"rope_scaling\": {\"rope_type\": \"linear\", "
-         "\"factor\": 2, \"partial_rotary_factor\": 0.5}}",
-         "and \"partial_rotary_factor\" 0.25 (model_type \"stablelm\"'s default)"},
         /* an explicit null is not the family's default */
         {"{\"model_type\": \"gemma3_text\", \"rope_theta\": null}",
          "\"rope_theta\" is null: model_type \"gemma3_text\" needs a number"},
@@ -1988,6 +1982,18 @@ static void test_rope_as_transformers_reads_it(void)
                        "\"long_factor\": [2]}}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.rope.type == RA_ROPE_LONGROPE &&
               cfg.rope.params.original_max_position_embeddings == 16, "phi3 yarn: %s", msg);
+    ra_hf_fields_free(&cfg);
+    /* a rope object's partial_rotary_factor is kept beside a different top
+     * level's or family default's (5.23's setdefault) */
+    CHECK(parse_config("{\"model_type\": \"stablelm\", \"partial_rotary_factor\": 0.5, "
+                       "\"rope_parameters\": {\"rope_type\": \"default\", "
+                       "\"partial_rotary_factor\": 0.25}}", &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.rope.partial_rotary_factor == 0.25, "the object's factor: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"stablelm\", \"rope_scaling\": {\"rope_type\": "
+                       "\"linear\", \"factor\": 2, \"partial_rotary_factor\": 0.5}}", &cfg,
+                       msg, sizeof msg) == RA_OK && cfg.rope.partial_rotary_factor == 0.5,
+          "the object's factor over StableLM's default: %s", msg);
     ra_hf_fields_free(&cfg);
     /* equal values beside each other are fine */
     CHECK(parse_config("{\"model_type\": \"gpt_neox\", \"rotary_pct\": 0.5, "

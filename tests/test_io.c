@@ -1034,6 +1034,7 @@ static void test_config_hostile(void)
     CHECK(parse_config("{\"hidden_size\": 64, \"x\": [0, -0, 0.5, 1E4, -1.5e-3, 1e+2, "
                        "10000.0, 2E-0]}", &cfg, NULL, 0) == RA_OK && cfg.hidden_size == 64,
           "JSON's numbers refused");
+    ra_hf_fields_free(&cfg);
     CHECK(parse_config("nope", &cfg, tiny, sizeof tiny) == RA_ERR_FORMAT &&
           strlen(tiny) == sizeof tiny - 1, "message truncated and terminated");
     CHECK(parse_config("nope", &cfg, NULL, 0) == RA_ERR_FORMAT, "NULL msg");

@@ -199,7 +199,7 @@ static int hex_digit(char c)
                                   : -1;
 }
 
-/* The escape \\uXXXX at text[at], where ra_io_json_parse failed: 1 for
+/* The \\u escape (four hex digits) at text[at], where ra_io_json_parse failed: 1 for
  * \\u0000, 2 for a UTF-16 surrogate (U+D800 to U+DFFF, cJSON refusing it
  * without its pair), 0 for anything else (an escape JSON has not). */
 static int escape_refused(const char *text, size_t len, size_t at)

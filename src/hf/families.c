@@ -324,9 +324,10 @@
                     "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "          \
                     "\"llama_4_scaling_beta\": 0.1}",                                     \
     .default_rope_name = "Ministral3Config's default rope_parameters."
+/* Nemotron3DiarizationAudioConfig's: its __post_init__ sets partial_rotary_factor 1.0 by
+ * kwargs.setdefault, then 0.5 the same way, which keeps the first: the whole head rotates */
 #define NEMOTRON3_DIARIZATION_DEFAULTS                                                   \
-    "hidden_size=512 num_attention_heads=8 max_position_embeddings=5000 "                \
-    "partial_rotary_factor=0.5"
+    "hidden_size=512 num_attention_heads=8 max_position_embeddings=5000"
 #define LASR_DEFAULTS "hidden_size=512 num_attention_heads=8 max_position_embeddings=10000"
 /* Mistral4Config's sizes and default rope (its max_position_embeddings, 1048576, too; its
  * partial_rotary_factor qk_rope_head_dim / head_dim: RA_HF_MLA_ROPE_OF_HEAD) */
@@ -1275,7 +1276,7 @@ static const ra_hf_family families[] = {
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
     /* Nemotron3DiarizationAudioConfig (NVIDIA's Nemotron-3 diarization): its audio encoder's
      * self-attention, Llama's without a causal mask, a bias on o_proj alone, rotate_half on the
-     * first half of each head (partial_rotary_factor 0.5 by default), v_proj of every query head
+     * whole head (partial_rotary_factor 1.0 by default), v_proj of every query head
      * (key/value heads other than the query heads refused); the whole model's
      * audio_config read, its layers under model.audio_tower.layers.N */
     ROW("nemotron3_diarization", H, RA_HF_NON_CAUSAL | RA_HF_KV_HEADS_EQUAL, NULL,

@@ -23,10 +23,12 @@ without the causal mask: case.json "causal" false, no y_cache.npy):
       LASR's (MedASR's) conformer self-attention: Llama's without a causal mask, at positions
       0 .. S-1; LasrForCTC's encoder_config, and the encoder saved alone
   glmasr_encoder_partial
-      GLM-ASR's audio encoder saved alone: biases on q, v and o, half of each head rotated
-  nemotron3_diarization_partial
+      GLM-ASR's audio encoder saved alone: biases on q, v and o, half of each head rotated by
+      its config class's default factor (config.json's rope_parameters without one)
+  nemotron3_diarization_default_factor
       Nemotron-3 diarization saved whole, its audio tower's layer through audio_config: a bias
-      on o_proj alone, half of each head rotated
+      on o_proj alone, the whole head rotated by its config class's default factor (1.0; its
+      config.json's rope_parameters without partial_rotary_factor)
   glmasr_text, musicflamingo_text
       speech and music models saved whole with a tiny audio encoder: their text layer (Llama's,
       Qwen2's) read through text_config, under language_model.model.layers.N
@@ -146,15 +148,18 @@ def glmasr_encoder_case():
                                               num_key_value_heads=2, intermediate_size=16,
                                               num_hidden_layers=2, num_mel_bins=16)
     yield ("glmasr_encoder_partial", lasr_layers(transformers.GlmAsrEncoder), config, 1,
-           m.positions(0), dict(cached=False, causal=False))
+           m.positions(0), dict(cached=False, causal=False,
+                                config_keys={"rope_parameters/partial_rotary_factor": None}))
 
 
 def nemotron3_diarization_case():
     """Nemotron-3 diarization saved whole: its audio tower on inputs_embeds at the given
     position ids (its feature stacking passed over, as the tower takes inputs_embeds), whose
-    layers' self-attention is Llama's without a causal mask, a bias on o_proj alone, half of
-    each head rotated; the same class name, so save_pretrained's config.json and weights are
-    its own."""
+    layers' self-attention is Llama's without a causal mask, a bias on o_proj alone, the whole
+    head rotated: Nemotron3DiarizationAudioConfig's partial_rotary_factor 1.0 (its
+    __post_init__'s first setdefault; its second, 0.5, sets nothing), which config.json's
+    rope_parameters then lack, as an older or hand-written one may; the same class name, so
+    save_pretrained's config.json and weights are its own."""
     base = getattr(transformers, "Nemotron3DiarizationForAudioFrameClassification", None)
     if base is None:
         return
@@ -171,8 +176,10 @@ def nemotron3_diarization_case():
         audio_config=dict(hidden_size=32, num_attention_heads=4, intermediate_size=16,
                           num_hidden_layers=2, num_mel_bins=16),
         head_config=dict(audio_hidden_size=32, hidden_size=16))
-    yield ("nemotron3_diarization_partial", Nemotron3DiarizationForAudioFrameClassification,
-           config, 1, m.positions(7), dict(cached=False, causal=False))
+    yield ("nemotron3_diarization_default_factor",
+           Nemotron3DiarizationForAudioFrameClassification, config, 1, m.positions(7),
+           dict(cached=False, causal=False,
+                config_keys={"audio_config/rope_parameters/partial_rotary_factor": None}))
 
 
 def audio_text_cases():

@@ -1726,8 +1726,8 @@ static void test_config_families(void)
          "for model_type \"qwen2\""},
         {"{\"model_type\": \"stablelm\", \"qk_layernorm\": false}", NULL},
         {"{\"model_type\": \"stablelm\", \"qk_layernorm\": true}", NULL},
-        {"{\"model_type\": \"cohere\", \"use_qk_norm\": true}", NULL},
-        {"{\"model_type\": \"cohere\", \"use_qk_norm\": \"yes\"}",
+        {"{\"model_type\": \"cohere\", \"rope_theta\": 8e6, \"use_qk_norm\": true}", NULL},
+        {"{\"model_type\": \"cohere\", \"rope_theta\": 8e6, \"use_qk_norm\": \"yes\"}",
          "config.json: \"use_qk_norm\" must be true or false"},
         {"{\"model_type\": \"stablelm\", \"qk_layernorm\": 2}",
          "config.json: \"qk_layernorm\" must be true or false"},
@@ -1919,8 +1919,8 @@ static void test_config_families(void)
               cfg.new_decoder_architecture == 1 && cfg.num_kv_heads == 8, "falcon 40B");
     ra_hf_fields_free(&cfg);
     /* Cohere's LayerNorms per head, with CohereConfig's layer_norm_eps. */
-    CHECK(parse_config("{\"model_type\": \"cohere\", \"use_qk_norm\": true}", &cfg, msg,
-                       sizeof msg) == RA_OK && cfg.head_layer_norms == 1 &&
+    CHECK(parse_config("{\"model_type\": \"cohere\", \"rope_theta\": 8e6, \"use_qk_norm\": "
+                       "true}", &cfg, msg, sizeof msg) == RA_OK && cfg.head_layer_norms == 1 &&
               cfg.layer_norm_eps == 1e-5, "cohere use_qk_norm: %d %g", cfg.head_layer_norms,
           cfg.layer_norm_eps);
     ra_hf_fields_free(&cfg);
@@ -1967,6 +1967,7 @@ static void test_rope_as_transformers_reads_it(void)
          "\"rope_scaling.factor\" is set without \"rope_scaling.rope_type\""},
         /* a rope_theta default that changed between releases */
         {"{\"model_type\": \"olmo3\"}", "10000 in transformers 4.57, 500000 in 5"},
+        {"{\"model_type\": \"cohere\"}", "10000 in transformers 4.57, 500000 in 5"},
         {"{\"model_type\": \"qwen3_vl_moe_text\", \"head_dim\": 128}",
          "5000000 in transformers 4.57, 500000 in 5"},
     };

@@ -754,7 +754,10 @@ static const ra_hf_family families[] = {
      * quarter of the heads' q rows, then v's, then k's) */
     ROW("codegen", I, RA_HF_ALIASES | RA_HF_FIXED_ROPE | RA_HF_HEAD_DIM_BY_HEADS, NULL,
         "rotary_dim=64", NOWINDOW, FIXED(0, 0), .names = codegen_names),
-    ROW("cohere", I, RA_HF_USE_QK_NORM | WHOLE, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
+    /* CohereConfig: rope_theta 10000 by default in transformers 4.57, its default_theta 500000
+     * in 5 */
+    ROW("cohere", I, RA_HF_USE_QK_NORM | WHOLE, NULL, "layer_norm_eps=1e-05", NOWINDOW, ALL(AB, 0),
+        .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
     ROW("cohere2", I, NOPE_FULL | WHOLE, NULL, "sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0)),
     /* Cohere2MoeConfig: head_dim 128; force_rope in the dense-MLP layers; its

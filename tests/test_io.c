@@ -1884,6 +1884,12 @@ static void test_config_families(void)
     CHECK(parse_config("{\"model_type\": \"glm4\"}", &cfg, msg, sizeof msg) == RA_OK &&
               cfg.family && cfg.family->layout == RA_LAYOUT_INTERLEAVED, "glm4 layout");
     ra_hf_fields_free(&cfg);
+    /* UltrabertConfig pops rope_theta, null too (its default ropes, 2560000 for the full
+     * layers and 10000 for the sliding ones; a null was refused as failing in transformers) */
+    CHECK(parse_config("{\"model_type\": \"ultrabert\", \"rope_theta\": null}", &cfg, msg,
+                       sizeof msg) == RA_OK && cfg.has_local_rope && cfg.rope.theta == 2560000 &&
+              cfg.local_rope.theta == 1e4, "ultrabert rope_theta null: %s", msg);
+    ra_hf_fields_free(&cfg);
     /* Gemma 3 in transformers 5: rope_parameters per layer type. */
     CHECK(parse_config("{\"model_type\": \"gemma3_text\", \"rope_parameters\": "
                        "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, "
@@ -1952,6 +1958,8 @@ static void test_rope_as_transformers_reads_it(void)
         {"{\"model_type\": \"gemma3_text\", \"rope_theta\": null}",
          "\"rope_theta\" is null: model_type \"gemma3_text\" needs a number"},
         {"{\"model_type\": \"deepseek_v3\", \"rope_theta\": null}", "\"rope_theta\" is null"},
+        {"{\"model_type\": \"cohere\", \"rope_theta\": null}", "\"rope_theta\" is null: give it "
+         "(model_type \"cohere\"'s default is 10000 in transformers 4.57, 500000 in 5)"},
         {"{\"model_type\": \"gemma3_text\", \"rope_parameters\": {\"rope_type\": \"default\", "
          "\"rope_theta\": null}}", "\"rope_parameters.rope_theta\" is null"},
         {"{\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma3_text\", "

@@ -1167,6 +1167,10 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_local_attention(root, nested, scaling, out, name, msg, msg_len));
     RA_TRY(apply_defaults(root, out, 0, name, msg, msg_len));
     rotary_dim_factor(out);
+    if (is_null(root, "rope_theta") && out->family && out->family->disputed_theta)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null: give it "
+                          "(model_type \"%s\"'s default is %s)", name, out->family->model_type,
+                          out->family->disputed_theta);
     if (is_null(root, "rope_theta")) /* without a family default: Llama's 10000 */
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null "
                           "(transformers fails on null; leave the key out for its default, "

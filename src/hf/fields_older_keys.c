@@ -7,7 +7,7 @@
  *                      {kind: {"rope_type": "default", "rope_theta": theta}
  *                      for kind, theta in zip(layer_types, rope_theta)} (a
  *                      later layer's base over an earlier one's of its kind);
- *                      beside rope_parameters, never read
+ *                      null, or beside rope_parameters: popped, never read
  *   attention_windows  a window per layer (null: TypeError, refused naming it;
  *                      a list: refused as changing attention, families.c)
  *
@@ -102,8 +102,8 @@ ra_status ra_hf_older_keys(const cJSON *root, const ra_hf_family *family, cJSON 
                           "raises TypeError; leave the key out)", name, family->model_type);
     const cJSON *bases = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
     const cJSON *given = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    if (bases == NULL || cJSON_IsNull(bases)) return RA_OK;
-    if (given != NULL && !cJSON_IsNull(given)) { /* popped, never read */
+    if (bases == NULL) return RA_OK;
+    if (cJSON_IsNull(bases) || (given != NULL && !cJSON_IsNull(given))) { /* popped, never read */
         if ((*rewritten = cJSON_Duplicate(root, 1)) == NULL)
             return ra_io_fail(msg, msg_len, RA_ERR_NOMEM, "%s: out of memory", name);
         cJSON_DeleteItemFromObjectCaseSensitive(*rewritten, "rope_theta");

@@ -6,6 +6,8 @@
  *   q: [B, T, H, D] f32, f16 or bf16   out: [B, T, H, D] f32
  *   cache K, V: [B, capacity, Hkv, D]
  */
+#include <stdatomic.h>
+
 #include "attention_internal.h"
 #include "cpu/kernels.h"
 #include "kvcache_internal.h"
@@ -160,15 +162,24 @@ static int64_t q8_floats(const ra_decode_job *job)
     return job->mask.quantize_q ? ra_round_up(n, 16) + ra_round_up(n * c->head_dim, 64) / 4 : 0;
 }
 
+/* The floats of the tasks' counters (decode_call's left): one int a
+ * (sequence, kv head), as many as there may be splits. */
+_Static_assert(sizeof(atomic_int) <= sizeof(float), "a counter in a float's place");
+static int64_t left_floats(const ra_kv_cache *c)
+{
+    return ra_round_up(c->batch * c->n_kv_heads, 16);
+}
+
 /* Scratch floats: q rows per thread, then the partials of every task, then
- * quantize_q's rows (q8_floats). */
+ * quantize_q's rows (q8_floats), then the tasks' counters (left_floats). */
 static ra_status scratch_floats(const ra_decode_job *job, int threads, int64_t *per_threads,
                                 int64_t *total)
 {
     const ra_kv_cache *c = job->cache;
     int64_t dims[4] = {c->batch * c->n_kv_heads, job->n_chunks, job->rows, c->head_dim + 2}, n;
     ra_status status = ra_count(dims, 4, &n);
-    if (status == RA_OK) n += q8_floats(job); /* no overflow: n is at most RA_MAX_ELEMENTS */
+    if (status == RA_OK) /* no overflow: n is at most RA_MAX_ELEMENTS */
+        n += q8_floats(job) + left_floats(c);
     if (status == RA_OK && (ra_mul(job->per_thread, threads, per_threads) != RA_OK ||
                             n > RA_MAX_ELEMENTS - *per_threads))
         status = RA_ERR_OVERFLOW;
@@ -226,6 +237,30 @@ static void quantize_queries(ra_decode_job *job, float *area)
     job->q_codes = codes;
 }
 
+/* A call's tasks: each runs the kernels' task (job's), and the task that
+ * ends the last chunk of a sequence's split of kv heads merges those heads'
+ * partials (decode_merge_task, in chunk order: the same bits whichever
+ * thread it is), while the other threads go on reading the cache.  left
+ * [B, n_splits]: the chunks of each not yet ended. */
+typedef struct decode_call {
+    ra_decode_job job;
+    ra_task_fn task, merge;
+    atomic_int *left;
+} decode_call;
+
+static void decode_call_task(void *arg, int64_t task, int thread)
+{
+    decode_call *call = arg;
+    const ra_decode_job *job = &call->job;
+    call->task(&call->job, task, thread);
+    /* task = (b n_chunks + chunk) n_splits + split (decode_task's) */
+    const int64_t split = task % job->n_splits, b = task / job->n_splits / job->n_chunks;
+    if (atomic_fetch_sub(&call->left[b * job->n_splits + split], 1) != 1) return;
+    const int64_t n_kv = job->cache->n_kv_heads, heads = n_kv / job->n_splits;
+    for (int64_t g = split * heads; g < (split + 1) * heads; g++)
+        call->merge(&call->job, b * n_kv + g, thread);
+}
+
 void ra_attention_decode_run_at(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,
                                 const ra_tensor *q, const int64_t *n_query,
                                 const int64_t *q_start, const int64_t *k_start, float *lse,
@@ -237,7 +272,8 @@ void ra_attention_decode_run_at(ra_context *ctx, const ra_kv_cache *cache, const
     scratch_floats(&job, ra_parallel_threads(ctx), &per_threads, &total); /* sized before */
     job.scratch = scratch;
     job.partials = scratch + per_threads;
-    if (mask->quantize_q) quantize_queries(&job, scratch + total - q8_floats(&job));
+    const int64_t q8_at = total - left_floats(cache) - q8_floats(&job);
+    if (mask->quantize_q) quantize_queries(&job, scratch + q8_at);
     /* Split the kv heads too (each kv head's sums stay the same), until
      * there are 16 tasks per thread: the threads finish apart by up to a
      * task, so small tasks keep that tail short.  At 16384 tokens on 2
@@ -261,12 +297,18 @@ void ra_attention_decode_run_at(ra_context *ctx, const ra_kv_cache *cache, const
         job.n_splits = s;
     }
     const ra_kernels *kernels = ra_kernels_get();
-    int64_t groups = cache->batch * cache->n_kv_heads;
-    ra_parallel_for(ctx, chunks * job.n_splits,
-                    mask->quantize_q ? kernels->decode_q8_task : kernels->decode_task, &job);
-    /* The merge is small (chunks x rows x D per group): on this thread, so
-     * that a short decode does not pay a second round of wake-ups. */
-    ra_parallel_for(NULL, groups, kernels->decode_merge_task, &job);
+    decode_call call = {job, mask->quantize_q ? kernels->decode_q8_task : kernels->decode_task,
+                        kernels->decode_merge_task, NULL};
+    /* The merges in the tasks, not after them on this thread: on two
+     * threads of an Intel Xeon (family 6 model 167), the merge of 32
+     * sequences of 512..8192 tokens took 0.4-0.5 ms of a 45 ms step, its
+     * partials (2.5 MB) mostly out of the caches by then; in the tasks the
+     * step took 0.99 of that time, one thread's the same
+     * (docs/perf/2026-12-07-paged.md, fourteenth session). */
+    call.left = (atomic_int *)(void *)(scratch + total - left_floats(cache));
+    for (int64_t i = 0; i < cache->batch * job.n_splits; i++)
+        atomic_init(&call.left[i], (int)job.n_chunks);
+    ra_parallel_for(ctx, chunks * job.n_splits, decode_call_task, &call);
 }
 
 void ra_attention_decode_run(ra_context *ctx, const ra_kv_cache *cache, const ra_tensor *out,

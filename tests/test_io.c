@@ -656,6 +656,9 @@ static void test_st_hostile_entries(void)
         {"{" ENTRY("a", "\"F32\"", "[2.5]", "[0,8]") "}", RA_ERR_FORMAT},
         {"{" ENTRY("a", "\"F32\"", "[\"2\"]", "[0,8]") "}", RA_ERR_FORMAT},
         {"{" ENTRY("a", "\"F32\"", "[1e300]", "[0,8]") "}", RA_ERR_FORMAT},
+        /* sizes and offsets written as floats (safetensors' reader refuses them; they ran) */
+        {"{" ENTRY("a", "\"F32\"", "[2.0]", "[0,8]") "}", RA_ERR_FORMAT},
+        {"{" ENTRY("a", "\"F32\"", "[2]", "[0,8e0]") "}", RA_ERR_FORMAT},
         {"{" ENTRY("a", "\"F32\"", "[9007199254740993]", "[0,8]") "}", RA_ERR_FORMAT},
         {"{" ENTRY("a", "\"F32\"", "[null]", "[0,8]") "}", RA_ERR_FORMAT},
         {"{" ENTRY("a", "\"F32\"", "2", "[0,8]") "}", RA_ERR_FORMAT},
@@ -937,7 +940,11 @@ static void test_config_hostile(void)
         {"{\"num_key_value_heads\": -8}",
          "config.json: \"num_key_value_heads\" must be a positive integer"},
         {"{\"hidden_size\": true}", "config.json: \"hidden_size\" must be a positive integer"},
-        {"{\"head_dim\": 1e300}", "config.json: \"head_dim\" must be a positive integer"},
+        {"{\"head_dim\": 1e300}",
+         "config.json: \"head_dim\" is written as a float (with a fraction or an "
+         "exponent): it must be an integer, as transformers' config classes require"},
+        {"{\"head_dim\": 100000000000000000000}",
+         "config.json: \"head_dim\" must be a positive integer"},
         {"{\"max_position_embeddings\": [4096]}",
          "config.json: \"max_position_embeddings\" must be a positive integer"},
         {"{\"rope_theta\": \"10000\"}", "config.json: \"rope_theta\" must be a positive number"},
@@ -1006,6 +1013,22 @@ static void test_config_hostile(void)
         {"{\"hidden_size\": 64,\f\"x\": 1}", "config.json: not valid JSON at line 1, column 20"},
         {"{\"hidden_act\": \"sil\xff\"}", "config.json: not valid JSON at line 1, column 20"},
         {"\xef\xbb\xbf{\"hidden_size\": 64}", "config.json: not valid JSON at line 1, column 1"},
+        /* an int field written as a float (4.0, 64e0: Python's json reads a
+         * float), which transformers' config classes refuse (they ran) */
+        {"{\"num_attention_heads\": 4.0}",
+         "config.json: \"num_attention_heads\" is written as a float (with a fraction or an "
+         "exponent): it must be an integer, as transformers' config classes require"},
+        {"{\"hidden_size\": 64e0}",
+         "config.json: \"hidden_size\" is written as a float (with a fraction or an "
+         "exponent): it must be an integer, as transformers' config classes require"},
+        {"{\"num_attention_heads\": 4.5}",
+         "config.json: \"num_attention_heads\" must be a positive integer"},
+        {"{\"sliding_window\": 4.0}",
+         "config.json: \"sliding_window\" must be a positive integer"},
+        {"{\"max_window_layers\": 1.0}",
+         "config.json: \"max_window_layers\" must be a non-negative integer"},
+        {"{\"use_sliding_window\": 1.0}",
+         "config.json: \"use_sliding_window\" must be true or false"},
         {"{\"sliding_window\": 0}", "config.json: \"sliding_window\" must be a positive integer"},
         {"{\"sliding_window\": 0, \"use_sliding_window\": true}",
          "config.json: \"sliding_window\" must be a positive integer"},
@@ -1034,6 +1057,28 @@ static void test_config_hostile(void)
     CHECK(parse_config("{\"hidden_size\": 64, \"x\": [0, -0, 0.5, 1E4, -1.5e-3, 1e+2, "
                        "10000.0, 2E-0]}", &cfg, NULL, 0) == RA_OK && cfg.hidden_size == 64,
           "JSON's numbers refused");
+    ra_hf_fields_free(&cfg);
+    /* a rope object's original_max_position_embeddings, which transformers reads as
+     * a number, and the array of numbers beside it, take 4096.0 */
+    CHECK(parse_config("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                       "\"original_max_position_embeddings\": 4096.0}}", &cfg, NULL, 0) == RA_OK &&
+              cfg.rope.params.original_max_position_embeddings == 4096,
+          "a rope object's 4096.0 refused");
+    ra_hf_fields_free(&cfg);
+    /* past cJSON's nesting limit: named (it read "not valid JSON") */
+    enum { LIMIT = 1000 }; /* CJSON_NESTING_LIMIT */
+    char deep[2 * LIMIT + 16], msg[256];
+    size_t n = 0;
+    n += (size_t)sprintf(deep, "{\"a\": ");
+    for (int i = 0; i < LIMIT; i++) deep[n++] = '['; /* 1001 levels with the object */
+    for (int i = 0; i < LIMIT; i++) deep[n++] = ']';
+    deep[n++] = '}', deep[n] = '\0';
+    CHECK(parse_config(deep, &cfg, msg, sizeof msg) == RA_ERR_FORMAT &&
+              strcmp(msg, "config.json: arrays and objects nested deeper than 1000 levels at "
+                          "line 1, column 1006: refused (the JSON parser's nesting limit)") == 0,
+          "nesting: %s", msg);
+    deep[6 + LIMIT - 1] = '1', deep[6 + LIMIT] = ' '; /* 1000 levels */
+    CHECK(parse_config(deep, &cfg, msg, sizeof msg) == RA_OK, "1000 levels refused: %s", msg);
     ra_hf_fields_free(&cfg);
     CHECK(parse_config("nope", &cfg, tiny, sizeof tiny) == RA_ERR_FORMAT &&
           strlen(tiny) == sizeof tiny - 1, "message truncated and terminated");

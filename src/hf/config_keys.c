@@ -128,7 +128,7 @@ RA_HF_API ra_status ra_hf_config_int(const ra_hf_config *config, const char *key
 {
     const cJSON *v;
     RA_HF_TRY(value(config, key, out, &v));
-    if (!ra_io_json_integer(v, out))
+    if (!ra_io_json_integral(v, out))
         return wrong_kind(config, key, "an integer (of magnitude below 2^53, written without "
                           "a fraction)");
     return RA_OK;

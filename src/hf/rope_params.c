@@ -101,8 +101,8 @@ static ra_status read_positions(const reader *r, const char *key, int64_t *out, 
     const cJSON *item;
     RA_TRY(find(r, key, &item));
     if (item == NULL) return RA_OK;
-    int64_t v;
-    if (!ra_io_json_integer(item, &v) || v <= 0)
+    int64_t v; /* transformers reads it as a number: 8192.0 is 8192 */
+    if (!ra_io_json_integral(item, &v) || v <= 0)
         return ra_io_fail(r->msg, r->msg_len, RA_ERR_FORMAT,
                           "%s: \"%s%s\" must be a positive integer", r->name, r->prefix, key);
     if (v > RA_MAX_POSITION + 1)

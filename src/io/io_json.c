@@ -151,6 +151,39 @@ static size_t cjson_error_at(const char *text, size_t at)
     return in_object(text, before) ? at - 1 : at;
 }
 
+/* The offset of the next JSON number at or after *at in text (strings
+ * skipped), its end in *at; len when none is left. */
+static size_t next_number(const char *text, size_t len, size_t *at)
+{
+    for (size_t i = *at; i < len; i++) {
+        if (text[i] == '"') { /* to the closing quote, escapes skipped */
+            for (i++; i < len && text[i] != '"'; i++) i += text[i] == '\\';
+        } else if (text[i] == '-' || is_digit(text[i])) {
+            *at = number_end(text, len, i);
+            return i;
+        }
+    }
+    *at = len;
+    return len;
+}
+
+/* Marks RA_IO_JSON_REAL each number of item's tree (in document order, as
+ * cJSON keeps it) that text, from *at, writes with a fraction or an
+ * exponent; *at moves past the tree's last number.  Its depth is cJSON's,
+ * at most CJSON_NESTING_LIMIT. */
+static void mark_reals(cJSON *item, const char *text, size_t len, size_t *at)
+{
+    for (; item != NULL; item = item->next) {
+        if (cJSON_IsNumber(item)) {
+            const size_t start = next_number(text, len, at);
+            for (size_t i = start; i < *at; i++)
+                if (text[i] == '.' || text[i] == 'e' || text[i] == 'E')
+                    item->type |= RA_IO_JSON_REAL;
+        }
+        mark_reals(item->child, text, len, at);
+    }
+}
+
 ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *error_at)
 {
     *out = NULL;
@@ -178,6 +211,8 @@ ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *er
         *error_at = lenient;
         status = RA_ERR_FORMAT;
     }
+    size_t at = 0;
+    if (status == RA_OK) mark_reals(*out, text, len, &at);
     return status;
 }
 
@@ -221,6 +256,24 @@ const char *ra_io_json_escape_refused(const char *text, size_t len, size_t at)
     return what[escape_refused(text, len, at)];
 }
 
+/* Whether text[at] opens an array or object past cJSON's nesting limit
+ * (CJSON_NESTING_LIMIT levels open before it; strings skipped). */
+static int too_deep_at(const char *text, size_t len, size_t at)
+{
+    if (at >= len || (text[at] != '[' && text[at] != '{')) return 0;
+    size_t depth = 0;
+    for (size_t i = 0; i < at; i++) {
+        if (text[i] == '"') { /* to the closing quote, escapes skipped */
+            for (i++; i < at && text[i] != '"'; i++) i += text[i] == '\\';
+        } else if (text[i] == '{' || text[i] == '[') {
+            depth++;
+        } else if ((text[i] == '}' || text[i] == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    return depth >= CJSON_NESTING_LIMIT;
+}
+
 ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name, cJSON **out,
                                  char *msg, size_t msg_len)
 {
@@ -236,10 +289,20 @@ ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name,
                           ra_io_json_escape_refused(text, len, at), where,
                           refused == 1 ? "it would cut the string short"
                                        : "no UTF-8 text holds it");
+    if (too_deep_at(text, len, at))
+        return ra_io_fail(msg, msg_len, status,
+                          "%s: arrays and objects nested deeper than %d levels at %s: refused "
+                          "(the JSON parser's nesting limit)", name, CJSON_NESTING_LIMIT, where);
     return ra_io_fail(msg, msg_len, status, "%s: not valid JSON at %s", name, where);
 }
 
 int ra_io_json_integer(const cJSON *item, int64_t *out)
+{
+    if (!cJSON_IsNumber(item) || (item->type & RA_IO_JSON_REAL)) return 0;
+    return ra_io_json_integral(item, out);
+}
+
+int ra_io_json_integral(const cJSON *item, int64_t *out)
 {
     if (!cJSON_IsNumber(item)) return 0;
     double v = item->valuedouble;

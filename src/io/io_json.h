@@ -67,10 +67,20 @@ ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *ou
  * otherwise returns 0. */
 int ra_io_json_bool(const cJSON *item, int *out);
 
+/* A number's type bit (beside cJSON's, which its cJSON_Is* mask off) set by
+ * ra_io_json_parse on a number written with a fraction or an exponent (4.0,
+ * 4e0): a float to Python's json, which transformers' configs refuse for an
+ * int field and the safetensors header for an offset or a size. */
+#define RA_IO_JSON_REAL (1 << 12)
+
 /* If item is a number holding an integer of magnitude below 2^53 (so exactly
- * the integer the file wrote), stores it in *out and returns 1; otherwise
- * returns 0. */
+ * the integer the file wrote), written as one (not RA_IO_JSON_REAL), stores
+ * it in *out and returns 1; otherwise returns 0. */
 int ra_io_json_integer(const cJSON *item, int64_t *out);
+
+/* The same, written either way (a rope object's original_max_position_embeddings,
+ * which transformers reads as a number: 8192.0 is 8192). */
+int ra_io_json_integral(const cJSON *item, int64_t *out);
 
 /* Looks key up in obj (case-sensitive): *out is its value, or NULL if
  * absent.  Returns 0 if the key appears more than once (cJSON keeps every

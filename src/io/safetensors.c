@@ -88,7 +88,8 @@ static ra_status read_integers(const data_area *a, const char *name, const cJSON
     for (const cJSON *v = item->child; v != NULL; v = v->next, i++)
         if (!ra_io_json_integer(v, &values[i]) || values[i] < 0)
             return bad_tensor(a, RA_ERR_FORMAT, name,
-                              "\"%s\" entry %d is not a non-negative integer below 2^53", key,
+                              "\"%s\" entry %d is not a non-negative integer below 2^53 "
+                              "(written without a fraction or an exponent)", key,
                               i);
     *n = size;
     return RA_OK;

@@ -256,9 +256,9 @@ RA_API ra_tensor ra_tensor_4d(void *data, ra_dtype dtype, int64_t b, int64_t s,
 
 typedef struct ra_context ra_context;
 
-/* n_threads: total threads including the caller's; 0 means one per online
- * processor.  The context keeps its workers and a scratch workspace that
- * grows to the largest call and is then reused, so steady-state calls do not
+/* n_threads: total threads including the caller's, at most 4096; 0 means one
+ * per online processor.  The context keeps its workers and a scratch workspace
+ * that grows to the largest call and is then reused, so steady-state calls do not
  * allocate.  It does not change OpenBLAS's own thread count. */
 RA_API ra_status ra_context_create(ra_context **out, int n_threads);
 RA_API void ra_context_destroy(ra_context *ctx); /* NULL is allowed */

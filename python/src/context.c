@@ -20,16 +20,34 @@ static int context_init(ra_ext_context *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(ra_ext_type_error, "Context: threads must be an integer, not a bool");
         return -1;
     }
-    if (given && !PyArg_Parse(given, "i:Context", &threads)) return -1;
+    long long count = 0;
+    int overflow = 0;
+    if (given) {
+        if (!PyIndex_Check(given)) {
+            PyErr_Format(ra_ext_type_error, "Context: threads must be an integer, not %s",
+                         Py_TYPE(given)->tp_name);
+            return -1;
+        }
+        PyObject *index = PyNumber_Index(given);
+        if (!index) return -1;
+        count = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
+        if (count == -1 && PyErr_Occurred()) return -1;
+    }
     if (self->ctx) {
         PyErr_SetString(ra_ext_error, "Context: already initialized");
         return -1;
     }
-    if (threads < 0) {
-        PyErr_Format(ra_ext_value_error, "Context: threads %d is negative "
-                     "(0 means one per online processor)", threads);
+    if (overflow < 0 || (!overflow && count < 0)) {
+        PyErr_Format(ra_ext_value_error, "Context: threads %S is negative "
+                     "(0 means one per online processor)", given);
         return -1;
     }
+    if (overflow > 0 || count > 4096) { /* ra_context_create's limit (2^31 raised OverflowError) */
+        PyErr_Format(ra_ext_value_error, "Context: threads %S is past the limit of 4096", given);
+        return -1;
+    }
+    threads = (int)count;
     if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
         PyErr_NoMemory();
         return -1;

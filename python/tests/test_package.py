@@ -30,8 +30,14 @@ def test_exception_classes():
     for threads in (True, False, 1.0):  # a bool ran as a count (True: 1 thread)
         with pytest.raises(TypeError):
             ropeattn.Context(threads=threads)
-    with pytest.raises(OverflowError):
-        ropeattn.Context(2 ** 31)
+    for threads in (4097, 2 ** 31, 2 ** 64):  # 2^31 raised OverflowError naming nothing
+        with pytest.raises(ropeattn.ArgumentError, match=f"threads {threads} is past the "
+                           "limit of 4096"):
+            ropeattn.Context(threads)
+    with pytest.raises(ropeattn.ArgumentError, match="negative"):
+        ropeattn.Context(-2 ** 70)
+    with pytest.raises(TypeError, match="float"):
+        ropeattn.Context(threads=2.0)
 
 
 def sample_inputs(seed):

@@ -1853,7 +1853,8 @@ RA_API ra_status ra_layer_backward(ra_context *ctx, const ra_layer *layer, float
  * cancel: ctx is free for other calls between the phases, and every
  * failure comes at _begin: finish cannot fail for a step _begin gave).
  * Every step must be finished or cancelled, exactly once; a step serves
- * one thread at a time.  Latent attention (MLA) layers are
+ * one thread at a time.  A training or backward step holds its tape until
+ * then: a training forward over that tape meanwhile is RA_ERR_ARGUMENT.  Latent attention (MLA) layers are
  * RA_ERR_UNSUPPORTED (their k and v differ in width). */
 typedef struct ra_layer_step ra_layer_step;
 

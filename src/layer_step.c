@@ -12,6 +12,7 @@
  *   backward:        dy -> dout | the caller: dq, dk, dv |  -> dx, gradients
  */
 #include "layer_internal.h"
+#include "layer_tape.h"
 #include "rope_internal.h"
 
 /* A latent attention layer, refused by a step (fn names it). */
@@ -116,13 +117,16 @@ static ra_status step_new(ra_layer_step **out, ra_step_kind kind, ra_context *ct
     return RA_OK;
 }
 
-/* *out = step when its begin gave RA_OK; else the step freed. */
+/* *out = step when its begin gave RA_OK (a training or backward step then
+ * holds its tape until finished or cancelled); else the step freed. */
 static ra_status step_begun(ra_layer_step **out, ra_layer_step *step, ra_status status)
 {
     if (status != RA_OK) {
+        step->tape = NULL; /* not held */
         ra_layer_step_cancel(step);
         return status;
     }
+    if (step->tape) step->tape->steps++;
     step->views.struct_size = sizeof step->views;
     *out = step;
     return RA_OK;
@@ -194,6 +198,7 @@ RA_API ra_status ra_layer_step_finish(ra_layer_step *step)
 RA_API void ra_layer_step_cancel(ra_layer_step *step)
 {
     if (!step) return;
+    if (step->tape) step->tape->steps--;
     ra_layer_step_release(step);
     ra_free(step);
 }

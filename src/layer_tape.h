@@ -18,6 +18,9 @@ struct ra_layer_tape {
     int64_t *cu_seqlens;    /* [max_tokens + 1]: a copy of its documents */
     /* the recorded forward */
     int filled;             /* 1 once a forward has completed */
+    int steps;              /* unfinished public steps holding it (a training step
+                               writes it, a backward step reads it): no training
+                               forward over it meanwhile */
     ra_layer_call call;     /* its pos and attn point at the copies above */
     const float *x;         /* borrowed */
 };

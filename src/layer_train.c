@@ -112,6 +112,9 @@ static ra_status check_tape(const ra_layer_tape *tape, const ra_layer *layer,
 {
     if (!tape) return ra_fail(RA_ERR_NULL, "tape is NULL");
     if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (tape->steps > 0) /* it would overwrite what that step reads */
+        return ra_fail(RA_ERR_ARGUMENT, "tape is held by an unfinished step (a training or "
+                       "backward step: ra_layer_step_finish or ra_layer_step_cancel it first)");
     if (call->tokens > tape->max_tokens)
         return ra_fail(RA_ERR_SIZE, "batch %lld * seq %lld tokens exceed the tape's max_tokens "
                        "%lld", (long long)call->batch, (long long)call->seq,

@@ -959,6 +959,64 @@ static void test_tape_keeps_positions(void)
     }
 }
 
+/* A tape an unfinished step holds (a backward step reads it, a training
+ * step writes it): a training forward over it is refused, naming the step,
+ * and runs once the step is finished or cancelled.  It was taken, and the
+ * pending backward's gradients then came from the new forward's q, k, v
+ * and x, silently. */
+static void test_tape_held_by_a_step(void)
+{
+    const layer_case c = {"S 11", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 1, 0.0f,
+                          0, 0, 0, 0, 0};
+    fixture f;
+    fixture_make(&f, &c, 970);
+    grads g, h;
+    grads_alloc(&g, &f);
+    grads_alloc(&h, &f);
+    float *x2 = malloc(sizeof(float) * f.n_x);
+    for (int64_t i = 0; i < f.n_x; i++) x2[i] = f.x[(i + 7) % f.n_x]; /* another batch */
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    ra_layer_grads lg = layer_grads(&g, 0), lh = layer_grads(&h, 0);
+    CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions, NULL) ==
+              RA_OK, "forward");
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
+    ra_layer_step *step = NULL, *other = NULL;
+    CHECK(ra_layer_backward_begin(&step, NULL, f.layer, h.dx, &lh, tape, f.dy) == RA_OK,
+          "backward begin: %s", ra_last_error());
+    CHECK(ra_layer_forward_train(NULL, f.layer, h.y, tape, x2, c.b, c.s, &f.positions, NULL) ==
+              RA_ERR_ARGUMENT && strstr(ra_last_error(), "unfinished step"),
+          "a forward over a tape a backward step reads: %s", ra_last_error());
+    CHECK(ra_layer_forward_train_begin(&other, NULL, f.layer, h.y, tape, x2, c.b, c.s,
+                                       &f.positions, NULL) == RA_ERR_ARGUMENT && !other,
+          "a training step over it");
+    const ra_layer_step_views *v = ra_layer_step_get_views(step);
+    CHECK(ra_attention_backward(NULL, &v->dq, &v->dk, &v->dv, &v->dout, &v->q, &v->k, &v->v,
+                                &v->out, v->lse, &v->options) == RA_OK &&
+              ra_layer_step_finish(step) == RA_OK, "finish");
+    int same = memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0;
+    for (int j = 0; j < N_PARAMS; j++)
+        same &= !f.n_w[j] || memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
+    CHECK(same, "the step's gradients are the backward's of the tape's forward");
+    CHECK(ra_layer_forward_train_begin(&step, NULL, f.layer, h.y, tape, x2, c.b, c.s,
+                                       &f.positions, NULL) == RA_OK, "finished: free again");
+    CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions, NULL) ==
+              RA_ERR_ARGUMENT, "a forward over a tape a training step writes");
+    ra_layer_step_cancel(step);
+    CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions, NULL) ==
+              RA_OK, "cancelled: free again: %s", ra_last_error());
+    /* a failed begin holds nothing */
+    CHECK(ra_layer_backward_begin(&step, NULL, f.layer, h.dx, &lh, tape, NULL) == RA_ERR_NULL,
+          "NULL dy");
+    CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions, NULL) ==
+              RA_OK, "after a failed begin: %s", ra_last_error());
+    ra_layer_tape_destroy(tape);
+    free(x2);
+    grads_free(&g);
+    grads_free(&h);
+    fixture_free(&f);
+}
+
 /* ---- argument checks ---------------------------------------------------- */
 
 static int all_bytes(const void *p, size_t n, unsigned char value)
@@ -1618,6 +1676,7 @@ static void simd_cases(void)
     RUN(test_output_mask);
     RUN(test_accumulate_and_reuse);
     RUN(test_tape_keeps_positions);
+    RUN(test_tape_held_by_a_step);
     RUN(test_errors);
     RUN(test_fused_qkv);
     RUN(test_llama4_cached);

@@ -793,7 +793,8 @@ static ra_status read_attn_config(const cJSON *root, ra_hf_fields *out, const ch
  * num_attention_heads / num_key_value_heads times, which fails for any
  * other count). */
 /* RA_HF_MLA_ROPE_OF_HEAD (Mistral4Config): rope_parameters.setdefault("partial_rotary_factor",
- * qk_rope_head_dim / head_dim) before transformers' standardize_rope_params, so a top-level
+ * qk_rope_head_dim / head_dim) (head_dim the sum qk_nope_head_dim + qk_rope_head_dim then,
+ * whatever head_dim is saved) before transformers' standardize_rope_params, so a top-level
  * factor is never read: one other than that default refused (it was inherited by the rope
  * object where that had none), none given: the default. */
 static ra_status rope_of_head_factor(const cJSON *root, ra_hf_fields *out, int64_t head_dim,
@@ -842,15 +843,10 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
                           interleaved ? "interleaved" : "as rotate_half");
     /* (RA_HF_LATENT_PER_LAYER: head_dim is the rope's, over qk_rope_head_dim of it;
      * RA_HF_MLA_ROPE_OF_HEAD: Mistral4Config sets it to qk_nope_head_dim + qk_rope_head_dim,
-     * a saved one read over that, and its rotary embedding reads it) */
+     * and a saved one is set over that after (its __post_init__'s kwargs): only its rotary
+     * embedding reads it, as the rope's head_dim (the heads' width is the sum:
+     * hf/layer_mla.c) */
     const int64_t qk_sum = out->qk_nope_head_dim + out->qk_rope_head_dim;
-    if ((family->features & RA_HF_MLA_ROPE_OF_HEAD) && out->has_head_dim &&
-        out->head_dim != qk_sum)
-        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
-                          "%s: \"head_dim\" is %lld, not qk_nope_head_dim + qk_rope_head_dim "
-                          "(%lld): model_type \"%s\"'s rotary embedding would read it: refused",
-                          name, (long long)out->head_dim, (long long)qk_sum,
-                          family->model_type);
     if (out->has_head_dim && out->head_dim != out->qk_rope_head_dim &&
         !(family->features & (RA_HF_LATENT_PER_LAYER | RA_HF_MLA_ROPE_OF_HEAD)))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,
@@ -858,7 +854,8 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
                           "\"%s\" rotates qk_rope_head_dim features (its config class sets "
                           "head_dim to it): refused", name, (long long)out->head_dim,
                           (long long)out->qk_rope_head_dim, family->model_type);
-    out->head_dim = family->features & RA_HF_MLA_ROPE_OF_HEAD ? qk_sum : out->qk_rope_head_dim;
+    if (!(family->features & RA_HF_MLA_ROPE_OF_HEAD)) out->head_dim = out->qk_rope_head_dim;
+    else if (!out->has_head_dim) out->head_dim = qk_sum;
     out->has_head_dim = 1;
     if (family->features & RA_HF_MLA_ROPE_OF_HEAD) /* rope_parameters.setdefault(...) */
         RA_TRY(rope_of_head_factor(root, out, qk_sum, name, msg, msg_len));

@@ -241,13 +241,14 @@ static ra_status check_sinks(const job *j, const ra_layer_config *out)
 }
 
 /* RA_HF_MLA_ROPE_OF_HEAD (Mistral4RotaryEmbedding): its cos and sin span int(D *
- * partial_rotary_factor) features (the factor Dr / D where none is given), D with its own
- * default rope type, and apply_rotary_pos_emb(_interleave) multiplies q's and k's Dr rotated
- * features by them: any other width fails there. */
+ * partial_rotary_factor) features (the factor Dr / (Dn + Dr) where none is given), D with its
+ * own default rope type, D the config's head_dim (Dn + Dr unless saved otherwise), and
+ * apply_rotary_pos_emb(_interleave) multiplies q's and k's Dr rotated features by them: any
+ * other width fails there. */
 static ra_status check_rope_of_head(const job *j, const ra_layer_config *out)
 {
     const ra_hf_rope *r = &j->config->rope;
-    const int64_t D = out->head_dim, Dr = D - out->qk_nope_head_dim;
+    const int64_t D = j->hf->head_dim, Dr = out->head_dim - out->qk_nope_head_dim;
     const int64_t n = r->type == RA_ROPE_DEFAULT ? D /* (the factor: fields.c's default) */
                                                  : (int64_t)((double)D * r->partial_rotary_factor);
     if (n == Dr) return RA_OK;
@@ -306,10 +307,11 @@ ra_status hf_mla_config(const ra_hf_config *config, const ra_hf_options *options
                        "rotates all qk_rope_head_dim features of q and k (transformers' tables "
                        "would not match them)", config->path, r->partial_rotary_factor);
     /* The rope over the rotated part, Dr features (transformers' head_dim
-     * for it), then placed after the Dn that do not rotate. */
+     * for it; Mistral 4's: its head_dim, check_rope_of_head's), then placed
+     * after the Dn that do not rotate. */
     const int64_t Dr = out->head_dim - out->qk_nope_head_dim;
     const int of_head = (hf->family->features & RA_HF_MLA_ROPE_OF_HEAD) != 0;
-    RA_HF_TRY(hf_rope(config, t->layer, of_head ? out->head_dim : Dr, options->seq_len,
+    RA_HF_TRY(hf_rope(config, t->layer, of_head ? hf->head_dim : Dr, options->seq_len,
                       options->max_position, rope));
     rope->head_dim = out->head_dim;
     rope->rotary_dim = Dr;

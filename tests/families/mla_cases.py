@@ -28,7 +28,9 @@ remote modeling_deepseek.py, the same lines):
 Mistral 4 (modeling_mistral4.py's Mistral4Attention): V3's, the query times
   1 + llama_4_scaling_beta log(1 + floor(position / original_max_position_embeddings))
   (get_llama_4_attn_scale), its rope over head_dim = Dn + Dr at partial_rotary_factor
-  Dr / (Dn + Dr): yarn over dim = Dr again
+  Dr / (Dn + Dr): yarn over dim = Dr again; a saved head_dim (set over the sum after
+  __post_init__) is its rotary embedding's alone, int(head_dim * factor) features (the
+  default rope type: all of head_dim), the factor's default still Dr / (Dn + Dr)
 """
 import math
 
@@ -253,6 +255,17 @@ def mla_cases(out):
     w = weights(q_lora=True, biases=True)
     save(out, "mistral4", mistral4, named(w, layers(0)), x, mla(x, w, f), 0)
     save_grads(out, "mistral4", x, w, f, layers(0))
+    # A saved head_dim: Mistral4Config sets it over the sum, and its rotary embedding alone
+    # reads it: yarn at partial_rotary_factor 0.25 of 32 features is mistral4's rope again;
+    # the default rope type over all of head_dim 8 = Dr, the plain rope (no mscale)
+    save(out, "mistral4_head_dim", dict(mistral4, head_dim=4 * DR, rope_parameters=dict(
+        rope, partial_rotary_factor=0.25)), named(w, layers(0)), x, mla(x, w, f), 0)
+    plain_rope = {"rope_type": "default", "rope_theta": 1e4, "llama_4_scaling_beta": 0.2,
+                  "original_max_position_embeddings": 4}
+    f = dict(f, inv=1.0 / 1e4 ** (np.arange(0, DR, 2) / DR), att=1.0, scale=d ** -0.5)
+    save(out, "mistral4_head_dim_default_rope", dict(mistral4, head_dim=DR,
+                                                     rope_parameters=plain_rope),
+         named(w, layers(0)), x, mla(x, w, f), 0)
     # Mistral4Config's default rope (yarn x128 from 8192, beta 0.1: q's factor 1 below
     # position 8192), q_proj, rotate_half
     cfg = dict(base, model_type="mistral4", q_lora_rank=None, rope_interleave=False,
@@ -333,8 +346,9 @@ def mla_cases(out):
         ("mistral4_without_beta", dict(mistral4, rope_parameters={
             k: v for k, v in rope.items() if k != "llama_4_scaling_beta"}), plain,
          "lack llama_4_scaling_beta (transformers fails on it)"),
-        ("mistral4_head_dim", dict(mistral4, head_dim=DR), plain,
-         '"head_dim" is 8, not qk_nope_head_dim + qk_rope_head_dim (16)'),
+        # (its factor Dr / (Dn + Dr) whatever head_dim is saved: 4 features of head_dim 8)
+        ("mistral4_head_dim_factor", dict(mistral4, head_dim=DR), plain,
+         "rotary embedding gives 4 features (partial_rotary_factor of head_dim 8)"),
         ("llama_kv_lora_rank", {"model_type": "llama", "kv_lora_rank": R,
                                 "num_attention_heads": H}, plain,
          '"kv_lora_rank" (latent attention) changes attention and is not supported for '

@@ -154,9 +154,10 @@ full_all=${RA_HF_FULL:-$full_all} sample=${RA_HF_SAMPLE:-$sample}
 # table that plain freqs writes), and OLMo 2 and 3, whose
 # q/k norms over the whole projection convert-layout does not permute.
 INTERLEAVED=" cohere cohere2 glm glm4 llama4 llama4_text gptj codegen helium ernie4_5 roformer glm4v 
- glm4v_text glm_ocr_text openai_privacy_filter "
+ glm4v_text glm_ocr_text openai_privacy_filter pe_audio_encoder pe_video_encoder pe_audio_video_encoder "
 NO_HF_SHAPE=" cohere cohere2 glm glm4 kimi_k2 helium ernie4_5 deepseek_v32 glm_moe_dsa bailing_hybrid axk2 
- gpt_oss glm4v_text glm_ocr_text openai_privacy_filter "
+ gpt_oss glm4v_text glm_ocr_text openai_privacy_filter pe_audio_encoder pe_video_encoder 
+ pe_audio_video_encoder "
 WHOLE_NORM=" olmo2 olmo3 olmoe minimax_m2 esmc "
 HEAD_PER_LAYER=" gemma4_text gemma4_unified_text " # convert-layout takes one layer at a time (--layer)
 VALUES_FROM_KEYS=" gemma4_text_full gemma4_text_full_factor gemma4_unified_text_full " # cases: k_proj's rows are v's

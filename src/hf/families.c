@@ -329,6 +329,15 @@
 #define NEMOTRON3_DIARIZATION_DEFAULTS                                                   \
     "hidden_size=512 num_attention_heads=8 max_position_embeddings=5000"
 #define LASR_DEFAULTS "hidden_size=512 num_attention_heads=8 max_position_embeddings=10000"
+/* Perception Encoder's audio and video encoders (PeAudioEncoderConfig, PeVideoEncoderConfig,
+ * PeAudioVideoEncoderConfig): Qwen3's attention (q and k RMS-normed per head, rms_norm_eps)
+ * without a causal mask, on interleaved pairs (its stack_freqs turns pair (2i, 2i + 1) by
+ * frequency i), attention_bias on all four, its default rope over all of head_dim whatever
+ * partial_rotary_factor says; their defaults (rope_theta 20000: default_theta) */
+#define PE_ENCODER (RA_HF_QK_NORM | RA_HF_NON_CAUSAL | WHOLE)
+#define PE_ENCODER_DEFAULTS                                                              \
+    "hidden_size=1792 num_attention_heads=14 head_dim=128 max_position_embeddings=10000 " \
+    "rope_theta=20000 rms_norm_eps=1e-05"
 /* Mistral4Config's sizes and default rope (its max_position_embeddings, 1048576, too; its
  * partial_rotary_factor qk_rope_head_dim / head_dim: RA_HF_MLA_ROPE_OF_HEAD) */
 #define MISTRAL4_DEFAULTS                                                                \
@@ -443,11 +452,13 @@ static const ra_hf_names modernbert_names[] = {
      "Wo.weight"}, H, 0, NULL},
     NAMES_END};
 /* ModernBERT: q, k and v fused, q's rows first (ModernBertForMaskedLM's model.layers,
- * ModernBertModel's layers) */
+ * ModernBertModel's layers, the text model of Perception Encoder's audio and video models:
+ * PeAudioModel's, PeVideoModel's and PeAudioVideoModel's text_model.layers) */
 #define MODERNBERT_NAMES {"Wqkv.weight", "Wqkv.weight", "Wqkv.weight", "Wo.weight"}
 static const ra_hf_names modernbert_encoder_names[] = {
     {"model.layers.", ".attn.", MODERNBERT_NAMES, H, FUSED_ROWS, NULL},
     {"layers.", ".attn.", MODERNBERT_NAMES, H, FUSED_ROWS, NULL},
+    {"text_model.layers.", ".attn.", MODERNBERT_NAMES, H, FUSED_ROWS, NULL},
     NAMES_END};
 /* BERT's names (ESM, RoFormer): attention.self.query .. attention.output.dense, under the
  * task model's prefix or none (the bare model's); the module's LayerNorm (ESM's before
@@ -585,6 +596,13 @@ static const ra_hf_names nemotron3_diarization_names[] = {
 
 /* GLM-ASR's encoder layers saved alone */
 static const ra_hf_names glmasr_encoder_names[] = {
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
+/* Perception Encoder's audio, video and audio-video encoders saved alone: their own layers
+ * (PeAudioVideoEncoder's embedder holds an audio and a video encoder of their own beside them,
+ * embedder.audio_encoder.layers.N ..., not read) */
+static const ra_hf_names pe_encoder_names[] = {
     {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
     NAMES_END};
 
@@ -1330,6 +1348,15 @@ static const ra_hf_family families[] = {
     ROW("parakeet_encoder", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("parakeet_rnnt", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
     ROW("parakeet_tdt", H, 0, CONFORMER_RELATIVE, NULL, NOWINDOW, NO_BIAS),
+    /* PeAudioEncoderConfig, PeVideoEncoderConfig, PeAudioVideoEncoderConfig (Perception
+     * Encoder's audio, video and audio-video encoders saved alone); the whole models (pe_audio,
+     * pe_video, pe_audio_video) are read through their text_config, a ModernBERT */
+    ROW("pe_audio_encoder", I, PE_ENCODER, NULL, PE_ENCODER_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        .names = pe_encoder_names),
+    ROW("pe_audio_video_encoder", I, PE_ENCODER, NULL, PE_ENCODER_DEFAULTS, NOWINDOW,
+        ALL(AB, 0), .names = pe_encoder_names),
+    ROW("pe_video_encoder", I, PE_ENCODER, NULL, PE_ENCODER_DEFAULTS, NOWINDOW, ALL(AB, 0),
+        .names = pe_encoder_names),
     ROW("persimmon", H, RA_HF_QKV_PER_HEAD | RA_HF_QK_LAYERNORM_BIAS, NULL,
         "partial_rotary_factor=0.5 layer_norm_eps=1e-05", NOWINDOW, FIXED(1, 1),
         .disputed_theta = "25000 in transformers 4.57, 10000 in 5", .names = persimmon_names),
@@ -1496,6 +1523,9 @@ static const ra_hf_family families[] = {
         "its only RoPE attention is its vision encoder's ViT (2-D axial RoPE inside windows), "
         "which is not supported", NULL, NOWINDOW, NO_BIAS),
     ROW("sam3_tracker_video", H, 0, SAM_MEMORY_ROPE, NULL, NOWINDOW, NO_BIAS),
+    ROW("sam3_tracker_video_mask_decoder", H, 0,
+        PART_ALONE("a segmentation model's mask decoder"),
+        NULL, NOWINDOW, NO_BIAS),
     ROW("sam3_video", H, 0,
         "its detector's ViT attention (2-D axial RoPE inside windows) and its tracker's "
         "memory attention (2-D axial RoPE, keys repeated over memory frames) are not "

@@ -15,6 +15,10 @@ tests/hf/encoder_audio_rows_cases.py).
   glmasr_encoder  a k_proj bias (GLM-ASR's encoder builds none); runs: tests/hf
   nemotron3_diarization(_audio)  v_proj of key/value heads other than the query heads (its
              v_proj has a row per query head); runs: tests/hf
+  sam3_tracker_video_mask_decoder  a mask decoder saved alone
+  pe_audio_encoder, pe_video_encoder, pe_audio_video_encoder  a missing k_norm (q and k always
+             normed), a scaled rope over part of each head (transformers fails), a bias without
+             attention_bias; run: tests/hf's pe_*_encoder*
   lasr_ctc   its encoder_config read (runs: tests/hf's lasr_ctc_bias), its layers under
              encoder.layers.N: others refused naming the names looked for
 """
@@ -83,5 +87,27 @@ def encoder_audio_rows_cases(out):
     refusals.append(("sam3_tracker", dict(BASE, model_type="sam3_tracker"), plain,
                      'model_type "sam3_tracker" is refused: its only RoPE attention is its '
                      "vision encoder's ViT"))
+    refusals.append(("sam3_tracker_video_mask_decoder",
+                     dict(BASE, model_type="sam3_tracker_video_mask_decoder"), plain,
+                     'model_type "sam3_tracker_video_mask_decoder" is refused: a part of a '
+                     "composite model saved alone (a segmentation model's mask decoder)"))
+    # Perception Encoder's encoders: q and k RMS-normed always; all of head_dim rotating
+    # (a scaled rope's cos and sin of part of it: transformers fails); biases by attention_bias
+    pe = dict(BASE, head_dim=D, rope_parameters={"rope_type": "default", "rope_theta": 300.0})
+    pe_tensors = named(weights(DIM, H, K, D, biases="qkvo", norms="head"), "layers.0.self_attn.")
+    refusals += [
+        ("pe_audio_encoder_no_k_norm", dict(pe, model_type="pe_audio_encoder",
+                                            attention_bias=True),
+         {k: t for k, t in pe_tensors.items() if "k_norm" not in k},
+         'model_type "pe_audio_encoder" always normalizes q and k'),
+        ("pe_video_encoder_partial", dict(pe, model_type="pe_video_encoder", attention_bias=True,
+                                          rope_parameters={"rope_type": "linear", "factor": 2.0,
+                                                           "rope_theta": 300.0,
+                                                           "partial_rotary_factor": 0.5}),
+         pe_tensors, '"partial_rotary_factor" is 0.5 with rope type linear, and model_type '
+         '"pe_video_encoder" rotates all of head_dim'),
+        ("pe_audio_video_encoder_bias", dict(pe, model_type="pe_audio_video_encoder"),
+         pe_tensors, "is a bias that transformers would not load"),
+    ]
     for name, config, tensors, refused in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused)

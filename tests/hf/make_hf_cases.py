@@ -158,6 +158,9 @@ def attention_name(model, layer):
     the Qwen-VL text models' layers.L.self_attn, DBRX's
     transformer.blocks.L.norm_attn_norm.attn; a multimodal model's text
     layer (under language_model), not its vision tower's; in a model of
+    several text models (PE-AV's), the one under text_model; else a
+    model's own layers (at the top) beside other models' (PE-AV's encoder's
+    embedder holds two encoders); in a model of
     several stacks of text layers and none under language_model (BLT's
     local_encoder, global_transformer ...), the first stack's (the library
     then reads that one, or its numbers differ); HRM's (H_module, L_module,
@@ -168,7 +171,11 @@ def attention_name(model, layer):
     names = [n for n, _ in model.named_modules() if pattern.search(n)]
     if len(names) > 1:
         text = [n for n in names if "language_model" in n or "text_model" in n]
-        names = text or names[:1]
+        # (PE-AV's: its audio and video models' text models, tied to its own, beside it)
+        top = [n for n in text if n.startswith("text_model.")]
+        # (PE-AV's encoder: its own layers at the top, its embedder's encoders' beside them)
+        own = [n for n in names if re.match(r"(layers|h|blocks)\.", n)]
+        names = top if len(text) > 1 and top else (text or own or names[:1])
     if len(names) != 1:
         raise ValueError(f"layer {layer}'s attention: {names or 'none'}")
     return names[0]
@@ -1514,6 +1521,8 @@ def named_seed_cases():
     yield from text_rows_cases()
     from encoder_audio_rows_cases import encoder_audio_rows_cases  # (it imports this module)
     yield from encoder_audio_rows_cases()
+    from perception_rows_cases import perception_rows_cases  # (and this one)
+    yield from perception_rows_cases()
 
 
 def name_seed(name):

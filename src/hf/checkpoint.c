@@ -796,8 +796,9 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
         find_latent(files, out, stem, family);
         return check_consumed(files, out, stem, scheme, family, indexer);
     }
-    const int head_bias = (features & RA_HF_QK_NORM_HEAD_BIAS) != 0;
-    for (int i = 0; i < 2; i++) /* Persimmon's LayerNorms, with biases; Chameleon's per head */
+    const int head_bias = (features & (RA_HF_QK_NORM_HEAD_BIAS | RA_HF_QK_NORM_BIAS_SHARED)) != 0;
+    for (int i = 0; i < 2; i++) /* Persimmon's LayerNorms, with biases; Chameleon's per head,
+                                   Nemotron 3.5 Transcribe's shared, under q_norm */
         find_module(files, wq, stem, head_bias ? (i ? "k_norm" : "q_norm")
                                                : (i ? "k_layernorm" : "q_layernorm"),
                     0, &out->layer_norm[i], &out->layer_norm_bias[i]);
@@ -807,10 +808,13 @@ ra_status hf_find_attention(const ra_hf_checkpoint *files, int64_t layer, const 
             out->norm[i] = hf_find_tensor(files, name, NULL);
         }
     /* q_layernorm.weight: Persimmon's LayerNorm (with its bias), else LFM2's
-     * RMSNorm; Chameleon's q_norm.weight, its LayerNorm's (with q_norm.bias) */
+     * RMSNorm; Chameleon's and Nemotron 3.5 Transcribe's q_norm.weight, its
+     * LayerNorm's (with q_norm.bias) */
     for (int i = 0; i < 2; i++)
         if (out->norm[i] == out->layer_norm[i]) {
-            if (features & (RA_HF_QK_LAYERNORM_BIAS | RA_HF_QK_NORM_HEAD_BIAS)) out->norm[i] = NULL;
+            if (features & (RA_HF_QK_LAYERNORM_BIAS | RA_HF_QK_NORM_HEAD_BIAS |
+                            RA_HF_QK_NORM_BIAS_SHARED))
+                out->norm[i] = NULL;
             else out->layer_norm[i] = NULL;
         }
     snprintf(name, NAME_LEN, "%.*ssinks", stem, wq); /* gpt-oss */

@@ -328,6 +328,17 @@
  * kwargs.setdefault, then 0.5 the same way, which keeps the first: the whole head rotates */
 #define NEMOTRON3_DIARIZATION_DEFAULTS                                                   \
     "hidden_size=512 num_attention_heads=8 max_position_embeddings=5000"
+/* Nemotron 3.5 Transcribe's speech recognition encoder and word timestamp encoder
+ * (Nemotron3_5TranscribeAttention): Nemotron-3 diarization's attention (no causal mask, a bias
+ * on o_proj alone, v_proj of every query head) with q and k LayerNormed per head before RoPE
+ * (nn.LayerNorm(head_dim): weight and bias shared by the heads, epsilon 1e-5); without
+ * rope_parameters their config classes' rope (half of each head rotated), with one that has
+ * no partial_rotary_factor the top level's (default 1) */
+#define NEMOTRON3_5 (RA_HF_NON_CAUSAL | RA_HF_KV_HEADS_EQUAL | RA_HF_QK_NORM_BIAS_SHARED)
+#define NEMOTRON3_5_ROPE(config)                                                         \
+    .default_rope = "{\"rope_type\": \"default\", \"rope_theta\": 10000.0, "                \
+                    "\"partial_rotary_factor\": 0.5}",                                     \
+    .default_rope_name = config "'s default rope_parameters."
 #define LASR_DEFAULTS "hidden_size=512 num_attention_heads=8 max_position_embeddings=10000"
 /* Perception Encoder's audio and video encoders (PeAudioEncoderConfig, PeVideoEncoderConfig,
  * PeAudioVideoEncoderConfig): Qwen3's attention (q and k RMS-normed per head, rms_norm_eps)
@@ -603,6 +614,11 @@ static const ra_hf_names glmasr_encoder_names[] = {
  * (PeAudioVideoEncoder's embedder holds an audio and a video encoder of their own beside them,
  * embedder.audio_encoder.layers.N ..., not read) */
 static const ra_hf_names pe_encoder_names[] = {
+    {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
+    NAMES_END};
+
+/* Nemotron 3.5 Transcribe's encoders saved alone */
+static const ra_hf_names nemotron3_5_names[] = {
     {"layers.", ".self_attn.", HF_NAMES, H, 0, NULL},
     NAMES_END};
 
@@ -1295,6 +1311,22 @@ static const ra_hf_family families[] = {
     ROW("nemotron", H, 0, NULL,
         "partial_rotary_factor=0.5 hidden_size=6144 num_attention_heads=48 "
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
+    /* Nemotron3_5TranscribeAsrAudioConfig, Nemotron3_5TranscribeWordTimestampConfig (NVIDIA's
+     * Nemotron 3.5 Transcribe): its speech recognition and word timestamp encoders saved
+     * alone; its audio model (nemotron3_5_transcribe_audio) holds two encoders */
+    ROW("nemotron3_5_transcribe_asr_audio", H, NEMOTRON3_5, NULL,
+        "hidden_size=1280 num_attention_heads=10 max_position_embeddings=5000", NOWINDOW,
+        FIXED(0, 1), NEMOTRON3_5_ROPE("Nemotron3_5TranscribeAsrAudioConfig"),
+        .names = nemotron3_5_names),
+    ROW("nemotron3_5_transcribe_audio", H, 0,
+        "its speech recognition encoder (asr_config: runs saved alone, as "
+        "nemotron3_5_transcribe_asr_audio) and its diarization model (diarization_config) are "
+        "two stacks of RoPE layers of their own configs, and ropeattn reads one stack of "
+        "layers: not supported", NULL, NOWINDOW, NO_BIAS),
+    ROW("nemotron3_5_transcribe_word_timestamp", H, NEMOTRON3_5, NULL,
+        "hidden_size=1280 num_attention_heads=16 max_position_embeddings=5000", NOWINDOW,
+        FIXED(0, 1), NEMOTRON3_5_ROPE("Nemotron3_5TranscribeWordTimestampConfig"),
+        .names = nemotron3_5_names),
     /* Nemotron3DiarizationAudioConfig (NVIDIA's Nemotron-3 diarization): its audio encoder's
      * self-attention, Llama's without a causal mask, a bias on o_proj alone, rotate_half on the
      * whole head (partial_rotary_factor 1.0 by default), v_proj of every query head

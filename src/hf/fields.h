@@ -513,6 +513,10 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
 /* q_norm and k_norm: a LayerNorm of each head with its own weight and bias, each [heads,
  * head_dim], epsilon 1e-5 whatever the config says, always on (ChameleonLayerNorm) */
 #define RA_HF_QK_NORM_HEAD_BIAS RA_HF_BIT(125)
+/* q_norm and k_norm: one LayerNorm over head_dim with weight and bias [head_dim] shared by the
+ * heads, epsilon 1e-5 whatever the config says, always on (nn.LayerNorm(head_dim): Nemotron
+ * 3.5 Transcribe's encoders) */
+#define RA_HF_QK_NORM_BIAS_SHARED RA_HF_BIT(71)
 /* the q/k norms (RA_HF_QK_NORM's q_norm, k_norm) are LayerNorms without bias, epsilon 1e-5
  * whatever the config says (EsmcLayerNorm: torch's nn.LayerNorm over the whole projection) */
 #define RA_HF_QK_NORM_LAYER RA_HF_BIT(126)

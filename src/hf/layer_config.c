@@ -173,10 +173,14 @@ static const ra_st_tensor *stray_norm(const attention_tensors *t, int i, int rms
 
 /* The LayerNorm of q (i = 0) or k (1) with weight and bias: Persimmon's
  * q_layernorm.weight and .bias, each [head_dim] (heads 0: shared by the
- * heads), or Chameleon's q_norm.weight and .bias, each [heads, head_dim]. */
+ * heads), Nemotron 3.5 Transcribe's q_norm.weight and .bias, each
+ * [head_dim], or Chameleon's q_norm.weight and .bias, each [heads,
+ * head_dim]. */
 static ra_status check_layer_norm(const job *j, int i, int64_t heads, int64_t head_dim)
 {
     const attention_tensors *t = j->t;
+    const int by_key = !(j->hf->family->features &
+                         (RA_HF_QK_NORM_HEAD_BIAS | RA_HF_QK_NORM_BIAS_SHARED));
     const ra_st_tensor *const parts[2] = {t->layer_norm[i], t->layer_norm_bias[i]};
     for (int p = 0; p < 2; p++) {
         const ra_st_tensor *x = parts[p];
@@ -184,9 +188,9 @@ static ra_status check_layer_norm(const job *j, int i, int64_t heads, int64_t he
             return hf_fail(RA_ERR_NOT_FOUND, "%s has no %s_%s.%s beside '%s': model_type "
                            "\"%s\"%s normalizes q and k by a LayerNorm with weight and bias "
                            "(transformers would initialize the missing tensor)", j->path,
-                           i ? "k" : "q", heads ? "norm" : "layernorm", p ? "bias" : "weight",
+                           i ? "k" : "q", by_key ? "layernorm" : "norm", p ? "bias" : "weight",
                            t->fused ? t->fused->name : t->proj[PROJ_Q]->name,
-                           j->hf->family->model_type, heads ? "" : " with qk_layernorm");
+                           j->hf->family->model_type, by_key ? " with qk_layernorm" : "");
         if (heads && (x->ndim != 2 || x->shape[0] != heads || x->shape[1] != head_dim))
             return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not [%lld, %lld] (a LayerNorm of "
                            "each head, [heads, head_dim])", x->name, j->path, (long long)heads,
@@ -221,11 +225,13 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
     const int stablelm = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM);
     const int shared = hf->head_layer_norms && (features & RA_HF_QK_LAYERNORM_BIAS);
     const int head_bias = (features & RA_HF_QK_NORM_HEAD_BIAS) != 0; /* Chameleon, always */
+    const int shared_bias = (features & RA_HF_QK_NORM_BIAS_SHARED) != 0; /* always */
     const int plain_layer = (features & RA_HF_QK_NORM_LAYER) != 0; /* ESMC's, no bias */
     const int whole = (features & RA_HF_NORM_OVER_PROJECTION) != 0;
     for (int i = 0; i < 2; i++) {
         const ra_st_tensor *n = t->norm[i];
-        const ra_st_tensor *stray = stray_norm(t, i, rms, cohere, stablelm, shared || head_bias);
+        const ra_st_tensor *stray =
+            stray_norm(t, i, rms, cohere, stablelm, shared || head_bias || shared_bias);
         const int64_t heads = i ? n_kv_heads : n_heads;
         const char *kind = i ? "k" : "q";
         if (stray)
@@ -261,16 +267,16 @@ static ra_status check_norms(const job *j, int64_t n_heads, int64_t n_kv_heads,
                 return hf_fail(RA_ERR_SHAPE, "tensor '%s' in %s is not a vector of %lld values "
                                "(head_dim)", w->name, j->path, (long long)head_dim);
         }
-        if (shared || head_bias)
+        if (shared || head_bias || shared_bias)
             RA_HF_TRY(check_layer_norm(j, i, head_bias ? heads : 0, head_dim));
     }
-    /* The LayerNorms' epsilon is layer_norm_eps (Chameleon's and ESMC's: torch's 1e-5); the
-     * RMSNorms', rms_norm_eps. */
+    /* The LayerNorms' epsilon is layer_norm_eps (Chameleon's, ESMC's and Nemotron 3.5
+     * Transcribe's: torch's 1e-5); the RMSNorms', rms_norm_eps. */
     out->norm_head_weights = cohere || stablelm || head_bias;
-    out->norm_layer = cohere || stablelm || shared || head_bias || plain_layer;
+    out->norm_layer = cohere || stablelm || shared || head_bias || plain_layer || shared_bias;
     out->norm_whole = whole;
     out->norm_after_rope = (features & RA_HF_NORM_AFTER_ROPE) != 0;
-    out->norm_eps = head_bias || plain_layer ? 1e-5
+    out->norm_eps = head_bias || plain_layer || shared_bias ? 1e-5
                     : out->norm_layer        ? hf->layer_norm_eps
                     : hf->has_rms_norm_eps   ? hf->rms_norm_eps
                                              : 0; /* 0: 1e-6 */

@@ -19,6 +19,8 @@ tests/hf/encoder_audio_rows_cases.py).
   pe_audio_encoder, pe_video_encoder, pe_audio_video_encoder  a missing k_norm (q and k always
              normed), a scaled rope over part of each head (transformers fails), a bias without
              attention_bias; run: tests/hf's pe_*_encoder*
+  nemotron3_5_transcribe_asr_audio  a q/k LayerNorm without its bias (runs: tests/hf);
+             nemotron3_5_transcribe_audio: two encoders (asr_config's, diarization_config's)
   lasr_ctc   its encoder_config read (runs: tests/hf's lasr_ctc_bias), its layers under
              encoder.layers.N: others refused naming the names looked for
 """
@@ -108,6 +110,20 @@ def encoder_audio_rows_cases(out):
          '"pe_video_encoder" rotates all of head_dim'),
         ("pe_audio_video_encoder_bias", dict(pe, model_type="pe_audio_video_encoder"),
          pe_tensors, "is a bias that transformers would not load"),
+    ]
+    # Nemotron 3.5 Transcribe: q and k LayerNormed with weight and bias (a missing bias: what
+    # transformers would initialize); its audio model's two encoders
+    n35 = named(weights(DIM, H, H, D, biases="o", norms="head"), "layers.0.self_attn.")
+    n35["layers.0.self_attn.q_norm.bias"] = f32(RNG.normal(0, 0.1, D))
+    refusals += [
+        ("nemotron3_5_transcribe_asr_audio_k_norm_bias",
+         dict(BASE, model_type="nemotron3_5_transcribe_asr_audio", num_key_value_heads=H), n35,
+         "has no k_norm.bias beside 'layers.0.self_attn.q_proj.weight': model_type "
+         '"nemotron3_5_transcribe_asr_audio" normalizes q and k by a LayerNorm with weight and '
+         "bias"),
+        ("nemotron3_5_transcribe_audio", {"model_type": "nemotron3_5_transcribe_audio",
+                                          "asr_config": BASE}, plain,
+         'model_type "nemotron3_5_transcribe_audio" is refused: its speech recognition encoder'),
     ]
     for name, config, tensors, refused in refusals:
         save(out, name, config, tensors, x, None, 0, refused=refused)

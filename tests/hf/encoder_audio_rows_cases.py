@@ -29,6 +29,11 @@ without the causal mask: case.json "causal" false, no y_cache.npy):
       Nemotron-3 diarization saved whole, its audio tower's layer through audio_config: a bias
       on o_proj alone, the whole head rotated by its config class's default factor (1.0; its
       config.json's rope_parameters without partial_rotary_factor)
+  nemotron3_5_transcribe_asr_audio_partial, nemotron3_5_transcribe_word_timestamp
+      Nemotron 3.5 Transcribe's speech recognition and word timestamp encoders saved alone:
+      Nemotron-3 diarization's attention with q and k LayerNormed per head (nn.LayerNorm's
+      weight and bias, shared by the heads) before RoPE; the config class's rope (half of
+      each head) and a rope_parameters without partial_rotary_factor (all of each head)
   glmasr_text, musicflamingo_text
       speech and music models saved whole with a tiny audio encoder: their text layer (Llama's,
       Qwen2's) read through text_config, under language_model.model.layers.N
@@ -85,6 +90,7 @@ def encoder_audio_rows_cases():
     yield from lasr_cases()
     yield from glmasr_encoder_case()
     yield from nemotron3_diarization_case()
+    yield from nemotron3_5_transcribe_cases()
     config_cls = getattr(transformers, "OpenAIPrivacyFilterConfig", None)
     if config_cls is None:
         return
@@ -180,6 +186,36 @@ def nemotron3_diarization_case():
            Nemotron3DiarizationForAudioFrameClassification, config, 1, m.positions(7),
            dict(cached=False, causal=False,
                 config_keys={"audio_config/rope_parameters/partial_rotary_factor": None}))
+
+
+def nemotron3_5_transcribe_cases():
+    """Nemotron 3.5 Transcribe's speech recognition encoder and word timestamp encoder saved
+    alone: Nemotron-3 diarization's attention with q and k LayerNormed per head (weight and bias
+    shared by the heads) before RoPE; the first with its config class's rope (half of each head
+    rotated), the second with rope_parameters of no partial_rotary_factor (all of it)."""
+    module = getattr(transformers.models, "nemotron3_5_transcribe", None)
+    if module is None:
+        return
+    from transformers.models.nemotron3_5_transcribe import modeling_nemotron3_5_transcribe as nm
+    sizes = dict(hidden_size=32, num_attention_heads=4, intermediate_size=16, num_hidden_layers=2)
+
+    def alone(config_cls):
+        class Config(config_cls):  # (write_case's embeddings: its own)
+            def get_text_config(self, *args, **kw):
+                return self
+        Config.__name__ = Config.__qualname__ = config_cls.__name__
+        return Config
+
+    config = alone(transformers.Nemotron3_5TranscribeAsrAudioConfig)(num_mel_bins=16, **sizes)
+    yield ("nemotron3_5_transcribe_asr_audio_partial",
+           lasr_layers(nm.Nemotron3_5TranscribeAsrAudioModel), config, 1, m.positions(0),
+           dict(cached=False, causal=False))
+    config = alone(transformers.Nemotron3_5TranscribeWordTimestampConfig)(
+        vocab_size=16, blank_token_id=15,
+        rope_parameters={"rope_type": "default", "rope_theta": 300.0}, **sizes)
+    yield ("nemotron3_5_transcribe_word_timestamp",
+           lasr_layers(nm.Nemotron3_5TranscribeWordTimestampModel), config, 0, m.positions(0),
+           dict(cached=False, causal=False))
 
 
 def audio_text_cases():

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "harness.h"
 #include "hf/fields.h"
 #include "io/io.h"
+#include "io/io_json.h"
 
 static char temp_dir[256]; /* made by main under $TMPDIR or /tmp */
 
@@ -950,6 +952,24 @@ static void test_config_hostile(void)
         {"{\"rope_theta\": \"10000\"}", "config.json: \"rope_theta\" must be a positive number"},
         {"{\"rope_theta\": -1}", "config.json: \"rope_theta\" must be a positive number"},
         {"{\"rope_theta\": 1e999}", "config.json: \"rope_theta\" must be a positive number"},
+        /* Python's json's constants are numbers, refused where a finite one is read */
+        {"{\"rope_theta\": Infinity}", "config.json: \"rope_theta\" must be a positive number"},
+        {"{\"rope_theta\": NaN}", "config.json: \"rope_theta\" must be a positive number"},
+        {"{\"num_attention_heads\": NaN}",
+         "config.json: \"num_attention_heads\" must be a positive integer"},
+        {"{\"num_attention_heads\": Infinity}",
+         "config.json: \"num_attention_heads\" must be a positive integer"},
+        {"{\"model_type\": \"ultrabert\", \"layer_types\": [\"full_attention\"], "
+         "\"rope_theta\": [Infinity]}",
+         "config.json: \"rope_theta\" must list positive numbers, a base per layer"},
+        /* and not where Python's json refuses them too */
+        {"{\"a\": -NaN}", "config.json: not valid JSON at line 1, column 7"},
+        {"{\"a\": 1NaN}", "config.json: not valid JSON at line 1, column 8"},
+        {"{\"a\": NaNa}", "config.json: not valid JSON at line 1, column 10"},
+        {"{\"a\": nan}", "config.json: not valid JSON at line 1, column 7"},
+        {"{\"a\": [-infinity]}", "config.json: not valid JSON at line 1, column 8"},
+        {"{\"a\": \"x\"NaN}", "config.json: not valid JSON at line 1, column 10"},
+        {"{NaN: 1}", "config.json: not valid JSON at line 1, column 2"},
         {"{\"partial_rotary_factor\": 1.5}",
          "config.json: \"partial_rotary_factor\" must be a number in (0, 1]"},
         /* refused as --theta and the other options refuse them: subnormal
@@ -1058,6 +1078,34 @@ static void test_config_hostile(void)
                        "10000.0, 2E-0]}", &cfg, NULL, 0) == RA_OK && cfg.hidden_size == 64,
           "JSON's numbers refused");
     ra_hf_fields_free(&cfg);
+    /* Python's json's NaN, Infinity and -Infinity (transformers 4 saved Bamba's
+     * "time_step_limit": [0.0, Infinity]) read as those numbers; in strings, text */
+    {
+        char why[256] = "";
+        CHECK(parse_config("{\"hidden_size\": 64, \"time_step_limit\": [0.0, Infinity], "
+                           "\"x\": {\"y\":NaN,\"z\": -Infinity }, \"w\": \"NaN, Infinity\", "
+                           "\"num_attention_heads\": 4}", &cfg, why, sizeof why) == RA_OK &&
+                  cfg.hidden_size == 64 && cfg.num_attention_heads == 4,
+              "Python's json's constants refused: %s", why);
+        ra_hf_fields_free(&cfg);
+        static const char text[] = "[NaN, Infinity, -Infinity, 1, \"NaN\", 2.5]";
+        cJSON *tree = NULL;
+        size_t at = 0;
+        CHECK(ra_io_json_parse(text, strlen(text), &tree, &at) == RA_OK, "constants: %zu", at);
+        const cJSON *e = tree ? tree->child : NULL;
+        CHECK(e && isnan(e->valuedouble) && (e->type & RA_IO_JSON_REAL), "NaN");
+        e = e ? e->next : NULL;
+        CHECK(e && e->valuedouble == INFINITY && (e->type & RA_IO_JSON_REAL), "Infinity");
+        e = e ? e->next : NULL;
+        CHECK(e && e->valuedouble == -INFINITY && (e->type & RA_IO_JSON_REAL), "-Infinity");
+        e = e ? e->next : NULL;
+        CHECK(e && e->valuedouble == 1 && !(e->type & RA_IO_JSON_REAL), "1 after them");
+        e = e ? e->next : NULL;
+        CHECK(e && cJSON_IsString(e) && strcmp(e->valuestring, "NaN") == 0, "\"NaN\"");
+        e = e ? e->next : NULL;
+        CHECK(e && e->valuedouble == 2.5 && (e->type & RA_IO_JSON_REAL), "2.5 after them");
+        cJSON_Delete(tree);
+    }
     /* a rope object's original_max_position_embeddings, which transformers reads as
      * a number, and the array of numbers beside it, take 4096.0 */
     CHECK(parse_config("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "

@@ -120,7 +120,7 @@ static ra_status store(const field *f, const cJSON *item, ra_hf_fields *out, con
     int64_t integer;
     switch (f->kind) {
     case POSITIVE_INTEGER:
-        if (cJSON_IsNumber(item) && (item->type & RA_IO_JSON_REAL) && v == floor(v))
+        if (cJSON_IsNumber(item) && (item->type & RA_IO_JSON_REAL) && isfinite(v) && v == floor(v))
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT,
                               "%s: \"%s\" is written as a float (with a fraction or an "
                               "exponent): it must be an integer, as transformers' config "

@@ -14,6 +14,7 @@
  * layer_types are the config's, else the class's rule (every third layer
  * full, of num_hidden_layers, 32 by default).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -114,7 +115,7 @@ ra_status ra_hf_older_keys(const cJSON *root, const ra_hf_family *family, cJSON 
                           "model_type \"%s\"'s config class zips it with layer_types as a base "
                           "per layer (transformers raises TypeError)", name, family->model_type);
     for (const cJSON *b = bases->child; b != NULL; b = b->next)
-        if (!cJSON_IsNumber(b) || !(b->valuedouble > 0))
+        if (!cJSON_IsNumber(b) || !(b->valuedouble > 0) || !isfinite(b->valuedouble))
             return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" must list "
                               "positive numbers, a base per layer", name);
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");

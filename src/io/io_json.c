@@ -1,6 +1,7 @@
 /* io_json.c — strict JSON parsing, exact integers and config keys with
  * cJSON, and reading a JSON file whole. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,6 +69,29 @@ static size_t number_end(const char *text, size_t len, size_t i)
     return i;
 }
 
+/* The length of the constant of Python's json (NaN, Infinity, -Infinity:
+ * transformers 4 wrote them, e.g. Bamba's "time_step_limit": [0.0,
+ * Infinity]) that starts a value at text[i] (after the start, whitespace,
+ * '[', ',' or ':'), its value in *value; 0 if none does ("-NaN", "1NaN"
+ * and "nan" are not JSON to Python either; what follows is the parser's
+ * to judge, as Python's). */
+static size_t constant_at(const char *text, size_t len, size_t i, double *value)
+{
+    static const struct {
+        const char *text;
+        double value;
+    } constants[] = {{"NaN", NAN}, {"Infinity", INFINITY}, {"-Infinity", -INFINITY}};
+    const char before = i > 0 ? text[i - 1] : ' ';
+    if (!is_space(before) && before != '[' && before != ',' && before != ':') return 0;
+    for (size_t c = 0; c < sizeof constants / sizeof constants[0]; c++) {
+        const size_t n = strlen(constants[c].text);
+        if (len - i < n || memcmp(text + i, constants[c].text, n) != 0) continue;
+        *value = constants[c].value;
+        return n;
+    }
+    return 0;
+}
+
 size_t ra_io_utf8_sequence(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
@@ -86,9 +110,10 @@ size_t ra_io_utf8_sequence(const unsigned char *s, size_t n)
  * 8259) and Python's json, with which transformers reads config.json
  * (open(encoding="utf-8"), json.loads), refuse and cJSON takes: a byte
  * order mark, bytes that are not UTF-8, a number outside JSON's grammar
- * (05, 5., 1.e4), a control character (below 0x20) raw in a string, or
- * outside one other than space, tab, LF and CR (cJSON skips every byte up
- * to 0x20); len if none. */
+ * (05, 5., 1.e4; Python's NaN, Infinity and -Infinity are taken), a
+ * control character (below 0x20) raw in a string, or outside one other
+ * than space, tab, LF and CR (cJSON skips every byte up to 0x20); len if
+ * none. */
 static size_t lenient_at(const char *text, size_t len)
 {
     const unsigned char *u = (const unsigned char *)text;
@@ -111,8 +136,10 @@ static size_t lenient_at(const char *text, size_t len)
         } else if (u[i] < 0x20 && !is_space(text[i])) {
             return i;
         } else if (text[i] == '-' || is_digit(text[i])) {
+            double value;
             size_t end = number_end(text, len, i);
-            if (end > len) return i;
+            if (end > len) end = i + constant_at(text, len, i, &value); /* -Infinity */
+            if (end == i) return i;
             i = end - 1;
         }
     }
@@ -151,13 +178,19 @@ static size_t cjson_error_at(const char *text, size_t at)
     return in_object(text, before) ? at - 1 : at;
 }
 
-/* The offset of the next JSON number at or after *at in text (strings
- * skipped), its end in *at; len when none is left. */
+/* The offset of the next JSON number or constant of Python's json at or
+ * after *at in text (strings skipped), its end in *at; len when none is
+ * left. */
 static size_t next_number(const char *text, size_t len, size_t *at)
 {
     for (size_t i = *at; i < len; i++) {
+        double value;
+        size_t n;
         if (text[i] == '"') { /* to the closing quote, escapes skipped */
             for (i++; i < len && text[i] != '"'; i++) i += text[i] == '\\';
+        } else if ((n = constant_at(text, len, i, &value)) > 0) {
+            *at = i + n;
+            return i;
         } else if (text[i] == '-' || is_digit(text[i])) {
             *at = number_end(text, len, i);
             return i;
@@ -169,18 +202,43 @@ static size_t next_number(const char *text, size_t len, size_t *at)
 
 /* Marks RA_IO_JSON_REAL each number of item's tree (in document order, as
  * cJSON keeps it) that text, from *at, writes with a fraction or an
- * exponent; *at moves past the tree's last number.  Its depth is cJSON's,
- * at most CJSON_NESTING_LIMIT. */
+ * exponent, or as a constant of Python's json, whose value it stores (cJSON
+ * read the 0 that stood for it); *at moves past the tree's last number.
+ * Its depth is cJSON's, at most CJSON_NESTING_LIMIT. */
 static void mark_reals(cJSON *item, const char *text, size_t len, size_t *at)
 {
     for (; item != NULL; item = item->next) {
         if (cJSON_IsNumber(item)) {
             const size_t start = next_number(text, len, at);
+            double value;
+            if (constant_at(text, len, start, &value) > 0) {
+                item->valuedouble = value;
+                item->valueint = isnan(value) ? 0 : value > 0 ? INT_MAX : INT_MIN;
+                item->type |= RA_IO_JSON_REAL;
+            }
             for (size_t i = start; i < *at; i++)
                 if (text[i] == '.' || text[i] == 'e' || text[i] == 'E')
                     item->type |= RA_IO_JSON_REAL;
         }
         mark_reals(item->child, text, len, at);
+    }
+}
+
+/* Writes a 0 and spaces over each constant of Python's json in text (a
+ * copy of len bytes; strings skipped), for cJSON, which has none, to read
+ * as a number in the same place. */
+static void stand_in_constants(char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        double value;
+        size_t n;
+        if (text[i] == '"') { /* to the closing quote, escapes skipped */
+            for (i++; i < len && text[i] != '"'; i++) i += text[i] == '\\';
+        } else if ((n = constant_at(text, len, i, &value)) > 0) {
+            text[i] = '0';
+            memset(text + i + 1, ' ', n - 1);
+            i += n - 1;
+        }
     }
 }
 
@@ -198,6 +256,7 @@ ra_status ra_io_json_parse(const char *text, size_t len, cJSON **out, size_t *er
     if (copy == NULL) return RA_ERR_NOMEM;
     memcpy(copy, text, len);
     copy[len] = '\0';
+    stand_in_constants(copy, len);
     errno = 0;
     const char *end = copy;
     *out = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);

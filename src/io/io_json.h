@@ -29,7 +29,10 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
  * and Python's json.load (transformers' reader) refuse but cJSON takes:
  * numbers such as 05, 5. or 1.e4, control characters raw in strings or
  * between tokens (but space, tab, LF, CR), bytes that are not UTF-8, a
- * byte order mark.  *out is the tree (free it with cJSON_Delete), or NULL
+ * byte order mark.  Python's constants NaN, Infinity and -Infinity, which
+ * transformers 4 wrote in some configs, are read as those numbers (marked
+ * RA_IO_JSON_REAL, so no integer reader takes them; a reader of a finite
+ * number refuses them).  *out is the tree (free it with cJSON_Delete), or NULL
  * with RA_ERR_FORMAT when the text is not such a value (*error_at: the
  * offset of the NUL, of the escape's backslash, of the number, control
  * character or byte, or where cJSON stopped) and RA_ERR_NOMEM when memory

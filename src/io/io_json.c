@@ -47,6 +47,14 @@ static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* The offset of the quote that closes the string opening at text[i] (a
+ * '"'), escapes skipped, or end if the string runs past it. */
+static size_t string_end(const char *text, size_t end, size_t i)
+{
+    for (i++; i < end && text[i] != '"'; i++) i += text[i] == '\\';
+    return i < end ? i : end;
+}
+
 /* The end of the JSON number at text[i] (a '-' or a digit), or len + 1 when
  * its grammar is not JSON's: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
  * (cJSON reads a number with strtod, which also takes 05, 5. and 1.e4). */
@@ -153,8 +161,8 @@ static int in_object(const char *text, size_t end)
     char open[CJSON_NESTING_LIMIT + 1]; /* '{' or '[' per level */
     size_t depth = 0;
     for (size_t i = 0; i < end; i++) {
-        if (text[i] == '"') { /* to the closing quote, escapes skipped */
-            for (i++; i < end && text[i] != '"'; i++) i += text[i] == '\\';
+        if (text[i] == '"') {
+            i = string_end(text, end, i);
         } else if ((text[i] == '{' || text[i] == '[') && depth < sizeof open) {
             open[depth++] = text[i];
         } else if ((text[i] == '}' || text[i] == ']') && depth > 0) {
@@ -186,8 +194,8 @@ static size_t next_number(const char *text, size_t len, size_t *at)
     for (size_t i = *at; i < len; i++) {
         double value;
         size_t n;
-        if (text[i] == '"') { /* to the closing quote, escapes skipped */
-            for (i++; i < len && text[i] != '"'; i++) i += text[i] == '\\';
+        if (text[i] == '"') {
+            i = string_end(text, len, i);
         } else if ((n = constant_at(text, len, i, &value)) > 0) {
             *at = i + n;
             return i;
@@ -232,8 +240,8 @@ static void stand_in_constants(char *text, size_t len)
     for (size_t i = 0; i < len; i++) {
         double value;
         size_t n;
-        if (text[i] == '"') { /* to the closing quote, escapes skipped */
-            for (i++; i < len && text[i] != '"'; i++) i += text[i] == '\\';
+        if (text[i] == '"') {
+            i = string_end(text, len, i);
         } else if ((n = constant_at(text, len, i, &value)) > 0) {
             text[i] = '0';
             memset(text + i + 1, ' ', n - 1);
@@ -322,8 +330,8 @@ static int too_deep_at(const char *text, size_t len, size_t at)
     if (at >= len || (text[at] != '[' && text[at] != '{')) return 0;
     size_t depth = 0;
     for (size_t i = 0; i < at; i++) {
-        if (text[i] == '"') { /* to the closing quote, escapes skipped */
-            for (i++; i < at && text[i] != '"'; i++) i += text[i] == '\\';
+        if (text[i] == '"') {
+            i = string_end(text, at, i);
         } else if (text[i] == '{' || text[i] == '[') {
             depth++;
         } else if ((text[i] == '}' || text[i] == ']') && depth > 0) {

@@ -1163,8 +1163,13 @@ RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const r
  * (at least one), each kv head's rows of a group's pages one run, and a
  * sequence's next page is the next of its group while that one is free:
  * so a decode reads a sequence's rows in runs as from a contiguous cache.
- * Sequences are small ids in [0, max_sequences): each has a
- * block table (its pages, in position order), a length, and a window.
+ * At most max_sequences sequences live at once, each in a slot of
+ * [0, max_sequences) with a block table (its pages, in position order), a
+ * length, and a window.  A sequence's id is its slot in the low 32 bits
+ * and, above them, how many sequences the slot held before: the first
+ * sequence of each slot has the slot's small id, and an id is never
+ * reused, so a freed sequence's id is refused by every call (RA_ERR_ARGUMENT
+ * naming it freed) where it would have named the slot's next sequence.
  *   - ra_kv_pool_add_sequence makes an empty sequence; window 0 keeps
  *     every token, window W >= 1 is a sliding-window sequence: an append
  *     of n >= 1 tokens first releases the pages whose tokens all lie
@@ -1177,7 +1182,7 @@ RA_API ra_status ra_kv_cache_attend(ra_context *ctx, ra_kv_cache *cache, const r
  *     the last page if it is partial and still shared (copy on write);
  *     full pages are never written again, so stay shared.
  *   - ra_kv_pool_free_sequence gives its pages back (those no other
- *     sequence holds) and its id for reuse.
+ *     sequence holds) and its slot for reuse (not its id).
  * Pages run out as a whole: an append that needs more pages than are free
  * (counting those its windows release) is RA_ERR_CACHE_FULL naming the
  * sequence that needs the most, and changes nothing; so is an add or fork
@@ -1193,7 +1198,7 @@ RA_API ra_status ra_kv_pool_create(ra_kv_pool **out, int64_t n_pages, int64_t pa
                                    int64_t max_sequences, int64_t n_kv_heads, int64_t head_dim,
                                    ra_dtype dtype);
 RA_API void ra_kv_pool_destroy(ra_kv_pool *pool); /* NULL is allowed */
-/* A new empty sequence's id (the lowest free) into *id; window >= 0. */
+/* A new empty sequence's id (in the lowest free slot) into *id; window >= 0. */
 RA_API ra_status ra_kv_pool_add_sequence(ra_kv_pool *pool, int64_t window, int64_t *id);
 /* A new sequence holding parent's tokens (its pages shared), window and
  * length; its id into *id. */

@@ -26,7 +26,7 @@ ra_status ra_kv_pool_check_reach(const ra_kv_pool *pool, const int64_t *ids, int
 {
     const int64_t reach = mask_reach(mask);
     for (int64_t b = 0; b < n_ids; b++) {
-        const ra_kv_sequence *s = &pool->seqs[ids[b]];
+        const ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[b]);
         if (s->window && (reach == 0 || reach > s->window))
             return ra_fail(RA_ERR_ARGUMENT, "window %lld, chunk %lld: sequence %lld (ids[%lld]) "
                            "keeps a window of %lld keys; set window or chunk to at most that",
@@ -43,7 +43,7 @@ static ra_status check_windows(const ra_kv_pool *pool, const int64_t *ids, const
 {
     RA_TRY(ra_kv_pool_check_reach(pool, ids, view->batch, mask));
     for (int64_t b = 0; b < view->batch; b++) {
-        const ra_kv_sequence *s = &pool->seqs[ids[b]];
+        const ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[b]);
         const int64_t nq = n_query ? n_query[b] : T;
         if (nq == 0) continue;
         const int64_t first = ra_mask_first_key(mask, s->length - nq, 0);
@@ -63,7 +63,7 @@ ra_kv_cache ra_kv_pool_view(const ra_kv_pool *pool, const int64_t *ids, int64_t 
     int64_t *length = arrays, *first_page = length + n_ids, max_length = 1;
     const int32_t **pages = (const int32_t **)(void *)(first_page + n_ids);
     for (int64_t b = 0; b < n_ids; b++) {
-        const ra_kv_sequence *s = &pool->seqs[ids[b]];
+        const ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[b]);
         length[b] = s->length + (grow ? grow[b] : 0);
         first_page[b] = s->first_page;
         pages[b] = s->table;

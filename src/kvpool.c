@@ -128,16 +128,20 @@ RA_API void ra_kv_pool_destroy(ra_kv_pool *pool)
 
 ra_kv_sequence *ra_kv_pool_sequence(const ra_kv_pool *pool, int64_t id, const char *what)
 {
-    if (id < 0 || id >= pool->max_sequences || !pool->seqs[id].in_use) {
-        ra_fail(RA_ERR_ARGUMENT, "%s %lld: not a sequence of the pool (ids in [0, %lld) from "
-                "ra_kv_pool_add_sequence or ra_kv_pool_fork, not freed)", what, (long long)id,
-                (long long)pool->max_sequences);
-        return NULL;
-    }
-    return &pool->seqs[id];
+    const int64_t slot = id & 0xffffffff;
+    ra_kv_sequence *s = id >= 0 && slot < pool->max_sequences ? &pool->seqs[slot] : NULL;
+    if (s && s->in_use && ra_kv_pool_id(slot, s->generation) == id) return s;
+    if (s && id >> 32 < s->generation) /* generations grow by one at each free */
+        ra_fail(RA_ERR_ARGUMENT, "%s %lld: a sequence of the pool that was freed (an id is "
+                "never reused: its slot %lld now holds %s)", what, (long long)id,
+                (long long)slot, s->in_use ? "another sequence" : "none");
+    else
+        ra_fail(RA_ERR_ARGUMENT, "%s %lld: not a sequence of the pool (ids from "
+                "ra_kv_pool_add_sequence or ra_kv_pool_fork, not freed)", what, (long long)id);
+    return NULL;
 }
 
-/* The lowest id not in use, or -1 (RA_ERR_CACHE_FULL set). */
+/* The lowest slot not in use, or -1 (RA_ERR_CACHE_FULL set). */
 static int64_t free_id(const ra_kv_pool *pool)
 {
     for (int64_t i = 0; i < pool->max_sequences; i++)
@@ -176,7 +180,7 @@ RA_API ra_status ra_kv_pool_add_sequence(ra_kv_pool *pool, int64_t window, int64
     s->in_use = 1;
     s->length = s->first_page = s->n_table = 0;
     s->window = window;
-    *id = i;
+    *id = ra_kv_pool_id(i, s->generation);
     return RA_OK;
 }
 
@@ -198,7 +202,7 @@ RA_API ra_status ra_kv_pool_fork(ra_kv_pool *pool, int64_t parent, int64_t *id)
     s->length = from->length;
     s->window = from->window;
     s->in_use = 1;
-    *id = i;
+    *id = ra_kv_pool_id(i, s->generation);
     return RA_OK;
 }
 
@@ -270,6 +274,7 @@ RA_API ra_status ra_kv_pool_free_sequence(ra_kv_pool *pool, int64_t id)
     if (!s) return RA_ERR_ARGUMENT;
     release_pages(pool, s, s->n_table);
     s->in_use = 0;
+    s->generation = (s->generation + 1) & INT32_MAX; /* the id is never reused */
     return RA_OK;
 }
 
@@ -375,7 +380,7 @@ static void pool_append_task(void *arg, int64_t task, int thread)
         ra_rope_apply(NULL, job->rope, &q, &q, &pos, RA_FORWARD); /* checked by the caller */
     }
     float *stage = job->stage ? job->stage + thread * job->stage_floats : NULL;
-    const ra_kv_sequence *s = &job->pool->seqs[job->ids[i]];
+    const ra_kv_sequence *s = ra_kv_pool_seq(job->pool, job->ids[i]);
     ra_tensor k = ra_kv_stage_rows(job->k, i, s0, len, job->rope, &pos, stage);
     store_rows(job->pool, s, 0, &k, s->length + s0);
     ra_tensor v = ra_kv_stage_rows(job->v, i, s0, len, NULL, NULL, stage);
@@ -411,19 +416,19 @@ static ra_status plan_pages(ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
 {
     int64_t needed = 0, freed = 0, most = 0, most_needed = -1;
     for (int64_t i = 0; i < n_ids; i++) {
-        ra_kv_sequence *s = &pool->seqs[ids[i]];
+        ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[i]);
         const int64_t n = n_new ? n_new[i] : seq;
         const int64_t fresh = ra_kv_pool_pages_of(pool, s->length + n) -
                               ra_kv_pool_pages_of(pool, s->length);
         RA_TRY(table_reserve(s, s->n_table - pages_released(pool, s, n) + fresh));
     }
     for (int64_t i = 0; i < n_ids; i++) {
-        const ra_kv_sequence *s = &pool->seqs[ids[i]];
+        const ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[i]);
         const int64_t r = pages_released(pool, s, n_new ? n_new[i] : seq);
         for (int64_t t = 0; t < r; t++) freed += --pool->refs[s->table[t]] == 0;
     }
     for (int64_t i = 0; i < n_ids; i++) {
-        ra_kv_sequence *s = &pool->seqs[ids[i]];
+        ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[i]);
         const int64_t n = n_new ? n_new[i] : seq;
         s->copy_planned = copies_last_page(pool, s, n);
         if (s->copy_planned) pool->refs[s->table[s->n_table - 1]]--;
@@ -433,7 +438,7 @@ static ra_status plan_pages(ra_kv_pool *pool, const int64_t *ids, int64_t n_ids,
         if (need > most_needed) most = i, most_needed = need;
     }
     for (int64_t i = 0; i < n_ids; i++) { /* the holds back */
-        const ra_kv_sequence *s = &pool->seqs[ids[i]];
+        const ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[i]);
         const int64_t r = pages_released(pool, s, n_new ? n_new[i] : seq);
         for (int64_t t = 0; t < r; t++) pool->refs[s->table[t]]++;
         if (s->copy_planned) pool->refs[s->table[s->n_table - 1]]++;
@@ -506,10 +511,10 @@ RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_r
     const int64_t seq = k->shape[1];
     for (int64_t i = 0; i < n_ids; i++) {
         const int64_t n = n_new ? n_new[i] : seq;
-        if (n > RA_MAX_POSITION - pool->seqs[ids[i]].length)
+        if (n > RA_MAX_POSITION - ra_kv_pool_seq(pool, ids[i])->length)
             return ra_fail(RA_ERR_CACHE_FULL, "sequence %lld: %lld tokens + %lld new: more "
                            "than the %lld a sequence may hold", (long long)ids[i],
-                           (long long)pool->seqs[ids[i]].length, (long long)n,
+                           (long long)ra_kv_pool_seq(pool, ids[i])->length, (long long)n,
                            (long long)RA_MAX_POSITION);
     }
     /* Scratch, from ctx's first workspace and only when needed (the paged
@@ -522,7 +527,8 @@ RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_r
         RA_TRY(ra_scratch_acquire(ctx, (size_t)(2 * head + stage * ra_parallel_threads(ctx)) *
                                            sizeof(float), &scratch));
     int64_t *lengths = scratch.data;
-    for (int64_t i = 0; lengths && i < n_ids; i++) lengths[i] = pool->seqs[ids[i]].length;
+    for (int64_t i = 0; lengths && i < n_ids; i++)
+        lengths[i] = ra_kv_pool_seq(pool, ids[i])->length;
     ra_positions pos;
     ra_status status = ra_kv_append_positions(&pos, positions, rope, lengths, n_ids, seq, n_new);
     if (status == RA_OK) status = plan_pages(pool, ids, n_ids, n_new, seq);
@@ -532,11 +538,11 @@ RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_r
     }
     /* commit: the windows' releases, then each sequence's copy and new pages */
     for (int64_t i = 0; i < n_ids; i++) {
-        ra_kv_sequence *s = &pool->seqs[ids[i]];
+        ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[i]);
         release_pages(pool, s, pages_released(pool, s, n_new ? n_new[i] : seq));
     }
     for (int64_t i = 0; i < n_ids; i++) {
-        ra_kv_sequence *s = &pool->seqs[ids[i]];
+        ra_kv_sequence *s = ra_kv_pool_seq(pool, ids[i]);
         const int64_t n = n_new ? n_new[i] : seq;
         if (copies_last_page(pool, s, n)) copy_last_page(pool, s);
         for (int64_t t = ra_kv_pool_pages_of(pool, s->length); t < ra_kv_pool_pages_of(pool, s->length + n); t++) {
@@ -550,7 +556,8 @@ RA_API ra_status ra_kv_pool_append(ra_context *ctx, ra_kv_pool *pool, const ra_r
                            stage ? (float *)scratch.data + 2 * head : NULL, stage};
     ra_parallel_for(n_ids * seq <= RA_APPEND_BLOCK ? NULL : ctx, n_ids * job.blocks_per_sequence,
                     pool_append_task, &job);
-    for (int64_t i = 0; i < n_ids; i++) pool->seqs[ids[i]].length += n_new ? n_new[i] : seq;
+    for (int64_t i = 0; i < n_ids; i++)
+        ra_kv_pool_seq(pool, ids[i])->length += n_new ? n_new[i] : seq;
     ra_scratch_release(&scratch);
     return RA_OK;
 }

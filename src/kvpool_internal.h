@@ -26,6 +26,8 @@
  * page first_page + i, i < n_table. */
 typedef struct ra_kv_sequence {
     int in_use;
+    int32_t generation;     /* sequences the slot held before (mod 2^31): its id's
+                               high half (ra_kv_pool_id) */
     int copy_planned;       /* ra_kv_pool_append's plan: copies its last page */
     int64_t length, window; /* window 0: every token kept */
     int64_t first_page, n_table, table_size;
@@ -54,6 +56,21 @@ struct ra_kv_pool {
     int nan_codes;
 };
 
+/* A sequence's id: its slot in [0, max_sequences) in the low 32 bits, the
+ * slot's generation above them (the first sequence of each slot: the slot
+ * itself), so that a freed sequence's id never names a later one. */
+static inline int64_t ra_kv_pool_id(int64_t slot, int32_t generation)
+{
+    return (int64_t)generation << 32 | slot;
+}
+
+/* The sequence of an id checked by ra_kv_pool_sequence or
+ * ra_kv_pool_check_ids. */
+static inline ra_kv_sequence *ra_kv_pool_seq(const ra_kv_pool *pool, int64_t id)
+{
+    return &pool->seqs[id & 0xffffffff];
+}
+
 /* The row index (units of D elements, and of one RA_I8 scale) of kv head
  * g's row of the held token at position p of sequence s. */
 static inline int64_t ra_kv_pool_row(const ra_kv_pool *pool, const ra_kv_sequence *s, int64_t g,
@@ -77,7 +94,7 @@ static inline int64_t ra_kv_pool_pages_of(const ra_kv_pool *pool, int64_t length
 }
 
 /* The sequence of id, or NULL with RA_ERR_ARGUMENT set (what: the
- * argument's name in the message). */
+ * argument's name in the message; a freed sequence's id is named so). */
 ra_kv_sequence *ra_kv_pool_sequence(const ra_kv_pool *pool, int64_t id, const char *what);
 
 /* Checks a decode's ids: n_ids >= 1, each a sequence of the pool

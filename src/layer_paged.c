@@ -47,7 +47,8 @@ static ra_status check_call(const ra_layer *layer, const ra_kv_pool *pool, const
             return ra_fail(RA_ERR_ARGUMENT, "n_new[%lld] %lld: not in [0, seq %lld]",
                            (long long)i, (long long)n_new[i], (long long)seq);
     for (int64_t i = 0; i < n_ids; i++)
-        RA_TRY(ra_layer_check_new_keys(layer, "sequence id", ids[i], pool->seqs[ids[i]].length,
+        RA_TRY(ra_layer_check_new_keys(layer, "sequence id", ids[i],
+                                       ra_kv_pool_seq(pool, ids[i])->length,
                                        n_new ? n_new[i] : seq));
     return RA_OK;
 }
@@ -92,7 +93,8 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
         RA_TRY(ra_positions_read_new(&given, positions, layer->rope, n_ids, seq, n_new));
     for (int64_t i = 0; positions && i < n_ids; i++)
         RA_TRY(ra_layer_check_new_slots(layer, &given, "sequence id", ids[i], i, seq,
-                                        pool->seqs[ids[i]].length, n_new ? n_new[i] : seq));
+                                        ra_kv_pool_seq(pool, ids[i])->length,
+                                        n_new ? n_new[i] : seq));
 
     /* Everything is acquired before the append changes the pool.  Outer
      * scratch: the view's arrays [3 N] and starts [N] (int64: head floats),
@@ -133,7 +135,7 @@ RA_API ra_status ra_layer_forward_paged(ra_context *ctx, const ra_layer *layer,
         ra_scratch_release(&outer);
         return status;
     }
-    for (int64_t i = 0; i < n_ids; i++) starts[i] = pool->seqs[ids[i]].length;
+    for (int64_t i = 0; i < n_ids; i++) starts[i] = ra_kv_pool_seq(pool, ids[i])->length;
     ra_positions pos = ra_positions_start(0);
     pos.starts = starts;
     if (positions) pos = given;

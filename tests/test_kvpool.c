@@ -234,7 +234,7 @@ static void test_fork_copy_on_write(void)
         CHECK(ra_kv_pool_free_sequence(pool, a) == RA_OK, "free the parent");
         CHECK(ra_kv_pool_free_pages(pool) == 7, "the parent's own page back: %lld",
               (long long)ra_kv_pool_free_pages(pool));
-        CHECK(ra_kv_pool_length(pool, a) == -1 && strstr(ra_last_error(), "not a sequence"),
+        CHECK(ra_kv_pool_length(pool, a) == -1 && strstr(ra_last_error(), "was freed"),
               "a freed id");
         CHECK(ra_kv_pool_free_sequence(pool, b) == RA_OK, "free the child");
         CHECK(ra_kv_pool_free_pages(pool) == 7, "the grandchild still holds them");
@@ -336,7 +336,7 @@ static void test_pool_full(void)
  * groups are free). */
 static int in_runs(const ra_kv_pool *pool, int64_t id)
 {
-    const ra_kv_sequence *s = &pool->seqs[id];
+    const ra_kv_sequence *s = ra_kv_pool_seq(pool, id);
     for (int64_t t = 0; t + 1 < s->n_table; t++)
         if ((s->table[t] + 1) % pool->group && s->table[t + 1] != s->table[t] + 1) return 0;
     return s->n_table == 0 || s->table[0] % pool->group == 0;
@@ -369,7 +369,7 @@ static void test_group_runs(void)
                 len[b]++;
             }
         for (int b = 0; b < 3; b++)
-            CHECK(in_runs(pool, ids[b]) && pool->seqs[ids[b]].table[0] == 4 * b,
+            CHECK(in_runs(pool, ids[b]) && ra_kv_pool_seq(pool, ids[b])->table[0] == 4 * b,
                   "sequence %d: not its own group's pages in order", b);
         CHECK(ra_kv_pool_free_sequence(pool, ids[1]) == RA_OK, "free");
         for (int b = 3; b < 5; b++) {
@@ -380,8 +380,9 @@ static void test_group_runs(void)
             len[b] = n;
         }
         CHECK(ra_kv_pool_free_pages(pool) == 0 && pool->n_free_groups == 0, "the pool is full");
-        CHECK(in_runs(pool, ids[3]) && pool->seqs[ids[3]].table[0] == 4, "the first newcomer");
-        CHECK(pool->seqs[ids[4]].table[0] == 12 && !in_runs(pool, ids[4]),
+        CHECK(in_runs(pool, ids[3]) && ra_kv_pool_seq(pool, ids[3])->table[0] == 4,
+              "the first newcomer");
+        CHECK(ra_kv_pool_seq(pool, ids[4])->table[0] == 12 && !in_runs(pool, ids[4]),
               "the second newcomer's pages are where the free ones were");
         for (int b = 0; b < 5; b++) {
             if (b == 1) continue;
@@ -647,6 +648,50 @@ static void test_errors(void)
     ra_kv_pool_destroy(NULL);
 }
 
+/* A freed sequence's id never names a later sequence: the slot's next
+ * sequence gets another id, and the freed one is refused everywhere (it
+ * appended to and decoded the new sequence silently), naming it freed. */
+static void test_freed_id_refused(void)
+{
+    ra_kv_pool *pool;
+    CHECK(ra_kv_pool_create(&pool, 4, 16, 2, 2, 8, RA_F32) == RA_OK, "pool");
+    int64_t a, b, c, fork;
+    CHECK(ra_kv_pool_add_sequence(pool, 0, &a) == RA_OK && a == 0, "first id 0: %lld",
+          (long long)a);
+    CHECK(ra_kv_pool_add_sequence(pool, 0, &b) == RA_OK && b == 1, "second id 1");
+    float k[2 * 8], q[4 * 8], out[4 * 8];
+    ra_test_fill(k, 16, 1);
+    ra_test_fill(q, 32, 2);
+    const int64_t zero[1] = {0}, one[1] = {1};
+    CHECK(pool_append_rows(pool, &a, 1, k, k, 1, 2, 8, zero, one, 1) == RA_OK, "append");
+    CHECK(ra_kv_pool_free_sequence(pool, a) == RA_OK, "free");
+    CHECK(ra_kv_pool_add_sequence(pool, 0, &c) == RA_OK && c != a && c >= 0, "a new id: %lld",
+          (long long)c);
+    CHECK(ra_kv_pool_length(pool, c) == 0, "the new sequence is empty");
+    CHECK(ra_kv_pool_length(pool, a) == -1 && strstr(ra_last_error(), "freed"),
+          "length of the freed id: %s", ra_last_error());
+    CHECK(pool_append_rows(pool, &a, 1, k, k, 1, 2, 8, zero, one, 1) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "freed"), "append to the freed id: %s", ra_last_error());
+    CHECK(ra_kv_pool_length(pool, c) == 0 && ra_kv_pool_free_pages(pool) == 4,
+          "the refused append changed nothing");
+    ra_tensor tq = ra_tensor_4d(q, RA_F32, 1, 1, 4, 8), to = ra_tensor_4d(out, RA_F32, 1, 1, 4, 8);
+    CHECK(ra_attention_decode_paged(NULL, pool, &a, 1, &to, &tq, NULL, NULL) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "freed"), "decode of the freed id: %s", ra_last_error());
+    CHECK(ra_kv_pool_fork(pool, a, &fork) == RA_ERR_ARGUMENT, "fork of the freed id");
+    CHECK(ra_kv_pool_free_sequence(pool, a) == RA_ERR_ARGUMENT, "free of the freed id");
+    CHECK(ra_kv_pool_length(pool, c) == 0, "the new sequence lives");
+    CHECK(pool_append_rows(pool, &c, 1, k, k, 1, 2, 8, zero, one, 1) == RA_OK, "append to it");
+    CHECK(ra_kv_pool_length(pool, c) == 1, "its token");
+    CHECK(ra_kv_pool_free_sequence(pool, b) == RA_OK, "free b");
+    CHECK(ra_kv_pool_fork(pool, c, &fork) == RA_OK && fork != b && fork != a && fork != c,
+          "the fork's id: %lld", (long long)fork);
+    CHECK(ra_kv_pool_length(pool, b) == -1 && ra_kv_pool_length(pool, fork) == 1, "fork");
+    const int64_t past[3] = {(int64_t)1 << 31, (int64_t)1 << 62, INT64_MAX};
+    for (int i = 0; i < 3; i++)
+        CHECK(ra_kv_pool_length(pool, past[i]) == -1, "id %lld", (long long)past[i]);
+    ra_kv_pool_destroy(pool);
+}
+
 /* Every case but test_errors' refusals reaches the SIMD kernels, so each
  * runs on every path (harness.h). */
 static void simd_cases(void)
@@ -660,6 +705,7 @@ static void simd_cases(void)
     RUN(test_append_matches_cache);
     RUN(test_append_bf16_continues);
     RUN(test_errors);
+    RUN(test_freed_id_refused);
 }
 
 int main(void)

@@ -696,8 +696,9 @@ class KVPool:
     KVPool(layer, n_pages, page_size=16, max_sequences=256, dtype="float32",
            scale=None)
       n_pages, page_size: the pool's pages and the tokens each holds.
-      max_sequences: how many sequences may live at once (ids are
-        0 .. max_sequences - 1).
+      max_sequences: how many sequences may live at once (the first
+        ids are 0 .. max_sequences - 1; a freed sequence's id is never
+        given again, and any call given it raises ArgumentError).
       dtype, scale: as KVCache's ("float32", "float16", "bfloat16", "int8",
         "float8_e4m3fn"); every token attends over the stored rows.
     pool.add(window=False): a new empty sequence's id; window=True keeps

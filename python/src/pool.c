@@ -115,9 +115,7 @@ static PyObject *pool_length(ra_ext_pool *self, PyObject *arg)
     n = ra_kv_pool_length(self->pool, (int64_t)id);
     PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS
-    if (n < 0)
-        return PyErr_Format(ra_ext_value_error, "length: %lld is not a sequence of the pool",
-                            id);
+    if (n < 0) return ra_ext_raise(RA_ERR_ARGUMENT, "ra_kv_pool_length"); /* names id */
     return PyLong_FromLongLong((long long)n);
 }
 

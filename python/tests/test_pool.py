@@ -122,8 +122,8 @@ def test_bad_ids_are_named():
         pool = ropeattn.KVPool(layer, n_pages=8, page_size=4)
         freed = pool.add()
         pool.free(freed)
-        for bad in (freed, 99, -1):
-            with pytest.raises(ropeattn.ArgumentError, match=rf"ids\[0\] {bad}: not a sequence"):
+        for bad, named in ((freed, "was freed"), (99, "not a sequence"), (-1, "not a sequence")):
+            with pytest.raises(ropeattn.ArgumentError, match=rf"ids\[0\] {bad}: .*{named}"):
                 layer(x, pool=pool, ids=[bad])
         cache = ropeattn.KVCache(layer, batch=1, capacity=4)
         with pytest.raises(ropeattn.ArgumentError, match="batch"):
@@ -147,3 +147,24 @@ def test_bad_ids_are_named():
     for option in ("layer", "n_tokens", "max_position", "seq_len", "n_heads"):
         with pytest.raises(ropeattn.ArgumentError, match=option):
             ropeattn.Layer.from_pretrained(HF / "llama_default", **{option: 2 ** 70})
+
+
+def test_freed_id_never_names_a_later_sequence():
+    """A freed sequence's id, used again after its slot went to a new
+    sequence, is refused by every call (it appended to, decoded and freed
+    the new sequence, silently)."""
+    layer, x, pos, _ = build("llama_default")
+    pool = ropeattn.KVPool(layer, n_pages=8, page_size=2, max_sequences=1)
+    a = pool.add()
+    layer(x[:1, :2], pool=pool, ids=[a])
+    pool.free(a)
+    b = pool.add()
+    assert b != a and pool.length(b) == 0
+    for call in (pool.length, pool.fork, pool.free):
+        with pytest.raises(ropeattn.ArgumentError, match="freed"):
+            call(a)
+    with pytest.raises(ropeattn.ArgumentError, match="freed"):
+        layer(x[:1, :2], pool=pool, ids=[a])
+    assert pool.length(b) == 0 and pool.free_pages == 8
+    layer(x[:1, :2], pool=pool, ids=[b])
+    assert pool.length(b) == 2

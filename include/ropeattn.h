@@ -1612,7 +1612,10 @@ typedef struct ra_layer ra_layer;
 
 RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
                                  const ra_layer_weights *weights);
-RA_API void ra_layer_destroy(ra_layer *layer); /* NULL is allowed */
+/* NULL is allowed.  A layer that unfinished steps hold (ra_layer_forward_begin
+ * and the other _begin calls) lives until the last of them is finished or
+ * cancelled, which frees it. */
+RA_API void ra_layer_destroy(ra_layer *layer);
 /* The layer's config, with rope pointing at the layer's copy of its rope's
  * config (the head_dim, n_kv_heads and rope filled in as the layer uses
  * them); valid while the layer lives. */
@@ -1744,7 +1747,10 @@ typedef struct ra_layer_tape ra_layer_tape;
 
 RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,
                                       int64_t max_tokens);
-RA_API void ra_layer_tape_destroy(ra_layer_tape *tape); /* NULL is allowed */
+/* NULL is allowed.  A tape that training or backward steps hold
+ * (ra_layer_forward_train_begin, ra_layer_backward_begin) lives until the
+ * last of them is finished or cancelled, which frees it. */
+RA_API void ra_layer_tape_destroy(ra_layer_tape *tape);
 
 /* ra_layer_forward (the same y, bit for bit, for the same arguments) that
  * also fills the tape for ra_layer_backward.  options as there: dropout p

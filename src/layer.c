@@ -297,18 +297,32 @@ RA_API ra_status ra_layer_create(ra_layer **out, const ra_layer_config *config,
                               : ra_fail(RA_ERR_UNSUPPORTED, "ra_layer_config: rope_values with a "
                                         "rope whose attention factor is %g, not 1", factor);
     }
+    static uint64_t layers_made;
     c.rope = &layer->rope->config;
     layer->config = c;
     layer->weights = w_read;
+    layer->serial = __atomic_fetch_add(&layers_made, 1, __ATOMIC_RELAXED);
+    layer->holds = 1;
     *out = layer;
     return RA_OK;
 }
 
 RA_API void ra_layer_destroy(ra_layer *layer)
 {
-    if (!layer) return;
-    ra_rope_destroy(layer->rope);
-    ra_free(layer);
+    if (layer) ra_layer_release(layer);
+}
+
+void ra_layer_hold(const ra_layer *layer)
+{
+    __atomic_add_fetch(&((ra_layer *)layer)->holds, 1, __ATOMIC_RELAXED);
+}
+
+void ra_layer_release(const ra_layer *layer)
+{
+    ra_layer *l = (ra_layer *)layer; /* ra_layer_create's, not const */
+    if (__atomic_sub_fetch(&l->holds, 1, __ATOMIC_ACQ_REL) > 0) return;
+    ra_rope_destroy(l->rope);
+    ra_free(l);
 }
 
 RA_API const ra_layer_config *ra_layer_get_config(const ra_layer *layer)

@@ -232,7 +232,9 @@ static ra_status check_args(const ra_layer *layer, const float *dx, const ra_lay
     if (!layer || !dx || !tape || !dy)
         return ra_fail(RA_ERR_NULL, "%s is NULL", !layer ? "layer" : !dx ? "dx" : !tape ? "tape"
                                                                             : "dy");
-    if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (!ra_layer_tape_is_for(tape, layer))
+        return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer (or for a destroyed "
+                       "layer whose address this one took)");
     if (!tape->filled)
         return ra_fail(RA_ERR_ARGUMENT, "tape holds no forward (ra_layer_forward_train fills it)");
     return ra_layer_check_keys(layer, &tape->call); /* the forward's, as it checked */

@@ -17,7 +17,18 @@ struct ra_layer {
     ra_layer_config config; /* n_kv_heads and head_dim resolved */
     ra_layer_weights weights;
     ra_rope *rope;          /* every angle 0 when config.no_rope */
+    uint64_t serial;        /* this process's count of layers made before it: a tape
+                               knows its layer by it (a later layer may take the
+                               address of a destroyed one) */
+    int holds;              /* the caller's (until ra_layer_destroy) and one per
+                               unfinished public step (atomic): the last release
+                               frees the layer */
 };
+
+/* A public step's hold on layer, from its begin to its finish or cancel
+ * (a layer destroyed meanwhile lives until the last release). */
+void ra_layer_hold(const ra_layer *layer);
+void ra_layer_release(const ra_layer *layer);
 
 /* The products' environment for a call of the layer: its weights' dtype,
  * ctx's threads, and (16-bit weights) the panel, acquired from ctx's

@@ -117,15 +117,17 @@ static ra_status step_new(ra_layer_step **out, ra_step_kind kind, ra_context *ct
     return RA_OK;
 }
 
-/* *out = step when its begin gave RA_OK (a training or backward step then
- * holds its tape until finished or cancelled); else the step freed. */
+/* *out = step when its begin gave RA_OK (it then holds its layer, and a
+ * training or backward step its tape, until finished or cancelled); else
+ * the step freed. */
 static ra_status step_begun(ra_layer_step **out, ra_layer_step *step, ra_status status)
 {
-    if (status != RA_OK) {
-        step->tape = NULL; /* not held */
-        ra_layer_step_cancel(step);
+    if (status != RA_OK) { /* neither the layer nor the tape held */
+        ra_layer_step_release(step);
+        ra_free(step);
         return status;
     }
+    ra_layer_hold(step->layer);
     if (step->tape) step->tape->steps++;
     step->views.struct_size = sizeof step->views;
     *out = step;
@@ -198,7 +200,8 @@ RA_API ra_status ra_layer_step_finish(ra_layer_step *step)
 RA_API void ra_layer_step_cancel(ra_layer_step *step)
 {
     if (!step) return;
-    if (step->tape) step->tape->steps--;
     ra_layer_step_release(step);
+    if (step->tape) ra_layer_tape_release(step->tape);
+    ra_layer_release(step->layer);
     ra_free(step);
 }

@@ -9,6 +9,7 @@
 
 struct ra_layer_tape {
     const ra_layer *layer;
+    uint64_t layer_serial;  /* layer->serial: the layer at that address is the tape's */
     int64_t max_tokens;
     float *activations;     /* xq | xk | xv | attn | lse (| gate: gated_output),
                                sized for max_tokens */
@@ -21,9 +22,22 @@ struct ra_layer_tape {
     int steps;              /* unfinished public steps holding it (a training step
                                writes it, a backward step reads it): no training
                                forward over it meanwhile */
+    int destroyed;          /* ra_layer_tape_destroy came while steps held it: the
+                               last of them frees it (ra_layer_tape_release) */
     ra_layer_call call;     /* its pos and attn point at the copies above */
     const float *x;         /* borrowed */
 };
+
+/* A step's hold on tape ended: frees it when it was destroyed meanwhile
+ * and no other step holds it (layer_train.c). */
+void ra_layer_tape_release(ra_layer_tape *tape);
+
+/* Whether tape was made for layer (not for another one, nor for a
+ * destroyed layer whose address layer took). */
+static inline int ra_layer_tape_is_for(const ra_layer_tape *tape, const ra_layer *layer)
+{
+    return tape->layer == layer && tape->layer_serial == layer->serial;
+}
 
 /* The tape's activations, as views. */
 typedef struct ra_layer_tape_views {

@@ -15,6 +15,16 @@
 #include "layer_tape.h"
 #include "layer_mla.h"
 
+static void tape_free(ra_layer_tape *tape)
+{
+    free(tape->activations);
+    free(tape->ids);
+    free(tape->starts);
+    free(tape->padding);
+    free(tape->cu_seqlens);
+    free(tape);
+}
+
 RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer,
                                       int64_t max_tokens)
 {
@@ -48,12 +58,13 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
     tape->cu_seqlens = malloc((size_t)(max_tokens + 1) * sizeof(int64_t));
     if (!tape->activations || !tape->ids || !tape->starts || !tape->padding ||
         !tape->cu_seqlens) {
-        ra_layer_tape_destroy(tape);
+        tape_free(tape);
         return ra_fail(RA_ERR_NOMEM, "allocating the tape's %zu bytes of activations",
                        (size_t)floats * sizeof(float) + (size_t)max_tokens +
                            (5 * (size_t)max_tokens + 1) * sizeof(int64_t));
     }
     tape->layer = layer;
+    tape->layer_serial = layer->serial;
     tape->max_tokens = max_tokens;
     *out = tape;
     return RA_OK;
@@ -62,12 +73,15 @@ RA_API ra_status ra_layer_tape_create(ra_layer_tape **out, const ra_layer *layer
 RA_API void ra_layer_tape_destroy(ra_layer_tape *tape)
 {
     if (!tape) return;
-    free(tape->activations);
-    free(tape->ids);
-    free(tape->starts);
-    free(tape->padding);
-    free(tape->cu_seqlens);
-    free(tape);
+    if (tape->steps > 0) /* their views are its activations: the last one frees it */
+        tape->destroyed = 1;
+    else
+        tape_free(tape);
+}
+
+void ra_layer_tape_release(ra_layer_tape *tape)
+{
+    if (--tape->steps == 0 && tape->destroyed) tape_free(tape);
 }
 
 /* The call's positions, padding and documents, copied into the tape (the
@@ -111,7 +125,9 @@ static ra_status check_tape(const ra_layer_tape *tape, const ra_layer *layer,
                             const ra_layer_call *call)
 {
     if (!tape) return ra_fail(RA_ERR_NULL, "tape is NULL");
-    if (tape->layer != layer) return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer");
+    if (!ra_layer_tape_is_for(tape, layer))
+        return ra_fail(RA_ERR_ARGUMENT, "tape was made for another layer (or for a destroyed "
+                       "layer whose address this one took)");
     if (tape->steps > 0) /* it would overwrite what that step reads */
         return ra_fail(RA_ERR_ARGUMENT, "tape is held by an unfinished step (a training or "
                        "backward step: ra_layer_step_finish or ra_layer_step_cancel it first)");

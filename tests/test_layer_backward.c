@@ -15,6 +15,7 @@
  * so dL/dy = dy.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1017,6 +1018,94 @@ static void test_tape_held_by_a_step(void)
     fixture_free(&f);
 }
 
+/* A tape (and a layer) destroyed while steps hold it lives until the last
+ * of them is finished or cancelled (their views are the tape's
+ * activations, their finish reads the layer's weights): the steps give
+ * the gradients and y of an undestroyed tape's (both were freed under
+ * them: ASan's use after free), and nothing leaks. */
+static void test_tape_destroyed_under_a_step(void)
+{
+    const layer_case c = {"S 11", 2, 11, 4, 2, 8, RA_LAYOUT_HALF, RA_ROPE_DEFAULT, 0, 1, 0.0f,
+                          0, 0, 0, 0, 0};
+    fixture f;
+    fixture_make(&f, &c, 971);
+    grads g, h;
+    grads_alloc(&g, &f);
+    grads_alloc(&h, &f);
+    ra_layer_tape *tape;
+    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    ra_layer_grads lg = layer_grads(&g, 0), lh = layer_grads(&h, 0);
+    CHECK(ra_layer_forward_train(NULL, f.layer, g.y, tape, f.x, c.b, c.s, &f.positions, NULL) ==
+              RA_OK, "forward");
+    CHECK(ra_layer_backward(NULL, f.layer, g.dx, &lg, tape, f.dy) == RA_OK, "backward");
+    ra_layer_step *one = NULL, *two = NULL;
+    CHECK(ra_layer_backward_begin(&one, NULL, f.layer, h.dx, &lh, tape, f.dy) == RA_OK &&
+              ra_layer_backward_begin(&two, NULL, f.layer, h.dx, &lh, tape, f.dy) == RA_OK,
+          "two backward steps: %s", ra_last_error());
+    ra_layer_tape_destroy(tape);
+    ra_layer_step_cancel(one);
+    const ra_layer_step_views *v = ra_layer_step_get_views(two);
+    CHECK(ra_attention_backward(NULL, &v->dq, &v->dk, &v->dv, &v->dout, &v->q, &v->k, &v->v,
+                                &v->out, v->lse, &v->options) == RA_OK &&
+              ra_layer_step_finish(two) == RA_OK, "finish after the destroy");
+    int same = memcmp(g.dx, h.dx, sizeof(float) * f.n_x) == 0;
+    for (int j = 0; j < N_PARAMS; j++)
+        same &= !f.n_w[j] || memcmp(g.dw[j], h.dw[j], sizeof(float) * f.n_w[j]) == 0;
+    CHECK(same, "the step's gradients are the destroyed tape's backward's");
+    /* a training step: its tape destroyed, then the step finished */
+    CHECK(ra_layer_tape_create(&tape, f.layer, f.T) == RA_OK, "tape");
+    CHECK(ra_layer_forward_train_begin(&one, NULL, f.layer, h.y, tape, f.x, c.b, c.s,
+                                       &f.positions, NULL) == RA_OK, "training step");
+    ra_layer_tape_destroy(tape);
+    ra_layer_destroy(f.layer); /* the step holds it too */
+    v = ra_layer_step_get_views(one);
+    CHECK(ra_attention_forward_lse(NULL, &v->out, v->lse, &v->q, &v->k, &v->v, &v->options) ==
+              RA_OK && ra_layer_step_finish(one) == RA_OK, "finish");
+    CHECK(memcmp(g.y, h.y, sizeof(float) * f.n_x) == 0, "y as the forward's");
+    f.layer = NULL; /* freed by the finish */
+    grads_free(&g);
+    grads_free(&h);
+    fixture_free(&f);
+}
+
+/* A tape knows its layer, not just the layer's address: a layer made
+ * after the tape's was destroyed (malloc hands its address back) is
+ * refused, where the training forward ran it, writing its wider
+ * activations past the tape's. */
+static void test_tape_of_a_destroyed_layer(void)
+{
+    enum { SMALL = 8, BIG = 64, T = 4 };
+    float *w = malloc(sizeof(float) * BIG * BIG), *x = malloc(sizeof(float) * T * BIG);
+    float *y = malloc(sizeof(float) * T * BIG);
+    ra_test_fill(w, BIG * BIG, 5);
+    ra_test_fill(x, T * BIG, 6);
+    ra_layer_config small = {.struct_size = sizeof small, .dim = SMALL, .n_heads = 2,
+                             .head_dim = 4};
+    ra_layer_config big = {.struct_size = sizeof big, .dim = BIG, .n_heads = 8, .head_dim = 8};
+    ra_layer_weights lw = {.struct_size = sizeof lw, .wq = w, .wk = w, .wv = w, .wo = w};
+    ra_layer *a, *b;
+    ra_layer_tape *tape;
+    CHECK(ra_layer_create(&a, &small, &lw) == RA_OK, "small layer");
+    CHECK(ra_layer_tape_create(&tape, a, T) == RA_OK, "its tape");
+    const uintptr_t was = (uintptr_t)a;
+    ra_layer_destroy(a);
+    CHECK(ra_layer_create(&b, &big, &lw) == RA_OK, "big layer");
+    const ra_positions at = ra_positions_start(0);
+    CHECK(ra_layer_forward_train(NULL, b, y, tape, x, 1, T, &at, NULL) == RA_ERR_ARGUMENT &&
+              strstr(ra_last_error(), "another layer"),
+          "the destroyed layer's tape (%s address): %s",
+          (uintptr_t)b == was ? "the same" : "another", ra_last_error());
+    ra_layer_tape_destroy(tape);
+    CHECK(ra_layer_tape_create(&tape, b, T) == RA_OK &&
+              ra_layer_forward_train(NULL, b, y, tape, x, 1, T, &at, NULL) == RA_OK,
+          "its own tape");
+    ra_layer_tape_destroy(tape);
+    ra_layer_destroy(b);
+    free(w);
+    free(x);
+    free(y);
+}
+
 /* ---- argument checks ---------------------------------------------------- */
 
 static int all_bytes(const void *p, size_t n, unsigned char value)
@@ -1677,6 +1766,8 @@ static void simd_cases(void)
     RUN(test_accumulate_and_reuse);
     RUN(test_tape_keeps_positions);
     RUN(test_tape_held_by_a_step);
+    RUN(test_tape_destroyed_under_a_step);
+    RUN(test_tape_of_a_destroyed_layer);
     RUN(test_errors);
     RUN(test_fused_qkv);
     RUN(test_llama4_cached);

@@ -183,7 +183,9 @@ RA_HF_API const char *ra_hf_config_model_type(const ra_hf_config *config);
  * holds another kind of value: ra_hf_config_int an integer of magnitude
  * below 2^53 (every integer JSON spells exactly; 4096.0 counts, 4096.5 does
  * not), ra_hf_config_double any finite number, ra_hf_config_bool true,
- * false, 1 or 0 (as the library's own flags), ra_hf_config_string a string
+ * false, 1 or 0 (as Python's truth reads them; the library's own flags take
+ * true and false only where transformers' strict config classes do),
+ * ra_hf_config_string a string
  * (valid while config is open), ra_hf_config_length the elements of an
  * array or the keys of an object.  *out is written only on success. */
 typedef enum ra_hf_value_kind {

@@ -2023,9 +2023,63 @@ static void test_config_families(void)
               cfg.layer_norm_eps == 1e-5, "cohere use_qk_norm: %d %g", cfg.head_layer_norms,
           cfg.layer_norm_eps);
     ra_hf_fields_free(&cfg);
-    CHECK(parse_config("{\"model_type\": \"stablelm\", \"qk_layernorm\": 0, "
+    CHECK(parse_config("{\"model_type\": \"stablelm\", \"qk_layernorm\": false, "
                        "\"layer_norm_eps\": 1e-6}", &cfg, msg, sizeof msg) == RA_OK &&
-              cfg.head_layer_norms == 0 && cfg.layer_norm_eps == 1e-6, "stablelm qk_layernorm 0");
+              cfg.head_layer_norms == 0 && cfg.layer_norm_eps == 1e-6,
+          "stablelm qk_layernorm false");
+    ra_hf_fields_free(&cfg);
+}
+
+/* Flags as the family's config class reads them (transformers 5.23's
+ * classes are strict dataclasses): 1 and 0 are refused naming the key
+ * (StrictDataclassFieldValidationError; they ran as true and false), but
+ * in remote code, which reads them by Python's truth; null reads as false
+ * (None), and is refused where the default is true (it ran as true, where
+ * DeepseekV3Config keeps None and its code reads rope_interleave false). */
+static void test_config_flags(void)
+{
+    static const struct {
+        const char *json, *refused; /* refused: NULL, or a part of the message */
+    } cases[] = {
+        {"{\"model_type\": \"llama\", \"attention_bias\": 1}", "\"attention_bias\" is 1"},
+        {"{\"model_type\": \"llama\", \"attention_bias\": 0}", "\"attention_bias\" is 0"},
+        {"{\"model_type\": \"cohere\", \"rope_theta\": 8e6, \"use_qk_norm\": 1}",
+         "\"use_qk_norm\" is 1"},
+        {"{\"model_type\": \"stablelm\", \"qk_layernorm\": 0}", "\"qk_layernorm\" is 0"},
+        {"{\"model_type\": \"falcon\", \"multi_query\": 0, \"num_kv_heads\": 8}",
+         "\"multi_query\" is 0"},
+        {"{\"model_type\": \"falcon\", \"multi_query\": null, \"num_kv_heads\": 8}",
+         "\"multi_query\" is null"},
+        {"{\"model_type\": \"falcon\", \"new_decoder_architecture\": 1}",
+         "\"new_decoder_architecture\" is 1"},
+        {"{\"model_type\": \"deepseek_v3\", \"rope_interleave\": null}",
+         "\"rope_interleave\" is null"},
+        {"{\"model_type\": \"deepseek_v3\", \"rope_interleave\": 1}",
+         "\"rope_interleave\" is 1"},
+        {"{\"model_type\": \"llama\", \"attention_bias\": 2}", "must be true or false"},
+        {"{\"model_type\": \"llama\", \"attention_bias\": null}", NULL},
+        {"{\"model_type\": \"llama\", \"attention_bias\": true}", NULL},
+        {"{\"model_type\": \"chatglm\", \"multi_query_attention\": 1, "
+         "\"multi_query_group_num\": 2}", NULL},
+        {"{\"model_type\": \"internlm2\", \"bias\": 0}", NULL},
+    };
+    char msg[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ra_hf_fields cfg;
+        const ra_status st = parse_config(cases[i].json, &cfg, msg, sizeof msg);
+        if (cases[i].refused)
+            CHECK(st == RA_ERR_FORMAT && strstr(msg, cases[i].refused), "%s: %s", cases[i].json,
+                  msg);
+        else
+            CHECK(st == RA_OK, "%s: %s", cases[i].json, msg);
+        ra_hf_fields_free(&cfg);
+    }
+    ra_hf_fields cfg;
+    CHECK(parse_config(cases[12].json, &cfg, msg, sizeof msg) == RA_OK &&
+              cfg.num_key_value_heads == 2, "chatglm's 1 is true: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config(cases[10].json, &cfg, msg, sizeof msg) == RA_OK && !cfg.attention_bias &&
+              !cfg.bias.qkv && !cfg.bias.o, "null is false: %s", msg);
     ra_hf_fields_free(&cfg);
 }
 
@@ -2405,6 +2459,7 @@ int main(void)
     RUN(test_config_hostile);
     RUN(test_config_window);
     RUN(test_config_families);
+    RUN(test_config_flags);
     RUN(test_st_index);
     RUN(test_config_files);
     RUN(test_not_regular_files);

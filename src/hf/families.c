@@ -771,7 +771,7 @@ static const ra_hf_family families[] = {
         "max_position_embeddings=4096", NOWINDOW, ALL(AB, 0)),
     ROW("chatglm", I, RA_HF_MULTI_QUERY_GROUPS | RA_HF_ROPE_RATIO | RA_HF_FIXED_ROPE, NULL,
         "hidden_size=4096 num_attention_heads=32 kv_channels=128 multi_query_group_num=1 "
-        "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names),
+        "rope_ratio=1", NOWINDOW, CHATGLM_BIAS, .names = chatglm_names, .remote_code = 1),
     ROW("chmv2", H, 0,
         "its backbone (backbone_config) is DINOv3's ViT: " DINOV3_ROPE,
         NULL, NOWINDOW, NO_BIAS),
@@ -1124,7 +1124,8 @@ static const ra_hf_family families[] = {
     ROW("inkling2", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
     ROW("inkling2_text", H, 0, INKLING2, NULL, NOWINDOW, NO_BIAS),
     ROW("inkling2_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
-    ROW("internlm2", H, WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names),
+    ROW("internlm2", H, WHOLE, NULL, NULL, NOWINDOW, ALL("bias", 1), .names = internlm2_names,
+        .remote_code = 1),
     /* InternLM3Config: Llama's model */
     ROW("internlm3", H, RA_HF_QKV_BIAS_NAME | WHOLE, NULL,
         "hidden_size=4096 num_attention_heads=32 num_key_value_heads=2 head_dim=128 "
@@ -1147,7 +1148,8 @@ static const ra_hf_family families[] = {
         NOWINDOW, FIXED(1, 1), .names = jina_embeddings_v3_names),
     /* Kimi K2: DeepSeek-V3's remote modeling code (transformers has no
         * kimi_k2 of its own) */
-    ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS),
+    ROW("kimi_k2", I, RA_HF_MLA, NULL, DEEPSEEK_V3_DEFAULTS, NOWINDOW, NO_BIAS,
+        .remote_code = 1),
     /* Kimi_K25Config (Kimi K2.5): its text_config a DeepseekV3Config (AutoConfig's, by its
      * model_type: deepseek_v3 where it names none; kimi_k2 renamed deepseek_v3 by the class,
      * which kimi_k2's row reads alike but for rope_interleave false, refused there) */

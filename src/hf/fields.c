@@ -505,7 +505,8 @@ static ra_status read_l2_norm_and_temperature(const cJSON *root, ra_hf_fields *o
     if (features & RA_HF_QK_L2_NORM_ALWAYS) /* the key not read, as its model does not */
         out->qk_l2_norm = 1;
     else if (features & RA_HF_QK_L2_NORM)
-        RA_TRY(ra_io_json_flag(root, "use_qk_norm", 1, &out->qk_l2_norm, name, msg, msg_len));
+        RA_TRY(ra_hf_flag(root, "use_qk_norm", 1, out->family, &out->qk_l2_norm, name, msg,
+                          msg_len));
     if (!(features & RA_HF_TEMPERATURE_TUNING)) return RA_OK;
     const cJSON *item;
     RA_TRY(ra_io_json_key(root, "attn_temperature_tuning", name, &item, msg, msg_len));
@@ -596,9 +597,10 @@ static ra_status read_falcon(const cJSON *root, ra_hf_fields *out, const char *n
                              size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_QKV_BY_MULTI_QUERY)) return RA_OK;
-    RA_TRY(ra_io_json_flag(root, "multi_query", 1, &out->multi_query, name, msg, msg_len));
-    return ra_io_json_flag(root, "new_decoder_architecture", 0, &out->new_decoder_architecture, name,
-                     msg, msg_len);
+    RA_TRY(ra_hf_flag(root, "multi_query", 1, out->family, &out->multi_query, name, msg,
+                      msg_len));
+    return ra_hf_flag(root, "new_decoder_architecture", 0, out->family,
+                      &out->new_decoder_architecture, name, msg, msg_len);
 }
 
 /* A hybrid family's keys for which layers are attention and whether they
@@ -623,9 +625,11 @@ static ra_status read_hybrid(const cJSON *root, ra_hf_fields *out, const char *n
                               item ? "null" : "absent", out->family->model_type);
     }
     if (features & RA_HF_IS_DECODER_KEY)
-        RA_TRY(ra_io_json_flag(root, "is_decoder", 0, &out->is_decoder, name, msg, msg_len));
+        RA_TRY(ra_hf_flag(root, "is_decoder", 0, out->family, &out->is_decoder, name, msg,
+                          msg_len));
     if (features & RA_HF_ROTARY_VALUE)
-        RA_TRY(ra_io_json_flag(root, "rotary_value", 0, &out->rotary_value, name, msg, msg_len));
+        RA_TRY(ra_hf_flag(root, "rotary_value", 0, out->family, &out->rotary_value, name, msg,
+                          msg_len));
     if (!(features & RA_HF_ATTN_LAYER_INDICES)) return RA_OK;
     RA_TRY(ra_io_json_key(root, "attn_layer_indices", name, &item, msg, msg_len));
     int ok = item == NULL || cJSON_IsArray(item);
@@ -648,7 +652,7 @@ int ra_hf_attn_layer_listed(const ra_hf_fields *config, int64_t layer)
     return 0;
 }
 
-/* attention_bias: true, false, 1, 0; null counts as absent. */
+/* attention_bias: true or false (ra_hf_flag); null reads as false. */
 static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const char *name,
                                      char *msg, size_t msg_len)
 {
@@ -656,35 +660,39 @@ static ra_status read_attention_bias(const cJSON *root, ra_hf_fields *out, const
     RA_TRY(ra_io_json_key(root, "attention_bias", name, &item, msg, msg_len));
     if (item == NULL) return RA_OK;
     out->has_attention_bias = 1;
-    return ra_io_json_flag(root, "attention_bias", 0, &out->attention_bias, name, msg, msg_len);
+    return ra_hf_flag(root, "attention_bias", 0, out->family, &out->attention_bias, name, msg,
+                      msg_len);
 }
 
 /* head_layer_norms from the family's key for them (Cohere's use_qk_norm,
  * StableLM's qk_layernorm; Persimmon's qk_layernorm, true when absent), or
- * qk_norm_by_key (GLM-4-MoE's use_qk_norm): true, false, 1, 0 or null
- * (false, as Python's `if None`). */
+ * qk_norm_by_key (GLM-4-MoE's use_qk_norm): true, false (ra_hf_flag) or
+ * null (false, as Python's `if None`). */
 static ra_status read_head_layer_norms(const cJSON *root, ra_hf_fields *out, const char *name,
                                        char *msg, size_t msg_len)
 {
     ra_hf_features features = out->family ? out->family->features : 0;
     if (features & RA_HF_QK_NORM_BY_KEY)
-        return ra_io_json_flag(root, "use_qk_norm", 0, &out->qk_norm_by_key, name, msg, msg_len);
+        return ra_hf_flag(root, "use_qk_norm", 0, out->family, &out->qk_norm_by_key, name, msg,
+                          msg_len);
     const char *key = features & RA_HF_USE_QK_NORM ? "use_qk_norm"
                       : features & (RA_HF_QK_LAYERNORM | RA_HF_QK_LAYERNORM_BIAS) ? "qk_layernorm"
                                                                                   : NULL;
     const cJSON *item;
     if (!key || (ra_io_json_member(root, key, &item) && item && cJSON_IsNull(item))) return RA_OK;
     const int absent = (features & RA_HF_QK_LAYERNORM_BIAS) != 0;
-    return ra_io_json_flag(root, key, absent, &out->head_layer_norms, name, msg, msg_len);
+    return ra_hf_flag(root, key, absent, out->family, &out->head_layer_norms, name, msg,
+                      msg_len);
 }
 
-/* RA_HF_GATE_BY_KEY: use_attention_gate, true, false, 1 or 0 (absent or
- * null: true, Lfm3Config's default). */
+/* RA_HF_GATE_BY_KEY: use_attention_gate, true or false (absent: true,
+ * Lfm3Config's default; ra_hf_flag). */
 static ra_status read_attention_gate(const cJSON *root, ra_hf_fields *out, const char *name,
                                      char *msg, size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_GATE_BY_KEY)) return RA_OK;
-    return ra_io_json_flag(root, "use_attention_gate", 1, &out->attention_gate, name, msg,
+    return ra_hf_flag(root, "use_attention_gate", 1, out->family, &out->attention_gate, name,
+                      msg,
                            msg_len);
 }
 
@@ -699,7 +707,8 @@ static ra_status read_rope_ratio(const cJSON *root, ra_hf_fields *out, const cha
 {
     if (!out->family || !(out->family->features & RA_HF_ROPE_RATIO)) return RA_OK;
     int original_rope;
-    RA_TRY(ra_io_json_flag(root, "original_rope", 1, &original_rope, name, msg, msg_len));
+    RA_TRY(ra_hf_flag(root, "original_rope", 1, out->family, &original_rope, name, msg,
+                      msg_len));
     if (!original_rope)
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"original_rope\" is false "
                           "(rotate_half pairs in ChatGLM's code): not supported", name);
@@ -719,7 +728,8 @@ static ra_status read_multi_query_groups(const cJSON *root, ra_hf_fields *out, c
                                          char *msg, size_t msg_len)
 {
     if (!out->family || !(out->family->features & RA_HF_MULTI_QUERY_GROUPS)) return RA_OK;
-    RA_TRY(ra_io_json_flag(root, "multi_query_attention", 0, &out->multi_query, name, msg, msg_len));
+    RA_TRY(ra_hf_flag(root, "multi_query_attention", 0, out->family, &out->multi_query, name,
+                      msg, msg_len));
     out->head_dim = out->kv_channels;
     out->has_head_dim = 1;
     out->num_key_value_heads = out->multi_query ? out->multi_query_group_num
@@ -833,7 +843,8 @@ static ra_status read_mla(const cJSON *root, ra_hf_fields *out, const char *name
                           "needs it (only q_lora_rank may be null)", name, null,
                           family->model_type);
     const int interleaved = family->layout == RA_LAYOUT_INTERLEAVED;
-    RA_TRY(ra_io_json_flag(root, "rope_interleave", interleaved, &out->rope_interleave, name, msg,
+    RA_TRY(ra_hf_flag(root, "rope_interleave", interleaved, out->family, &out->rope_interleave,
+                      name, msg,
                            msg_len));
     if (out->rope_interleave != interleaved && !(family->features & RA_HF_ROPE_INTERLEAVE))
         return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED,

@@ -655,6 +655,12 @@ typedef struct ra_hf_family {
     /* The sections its code's chunked M-RoPE splits the rotary pairs by
      * where mrope_section is absent ({0}: none; GLM-4.1V's [8, 12, 12]) */
     int64_t mrope_default[3];
+    /* Nonzero: its config class is remote code (trust_remote_code; no
+     * model_type of transformers 5.23's), a PretrainedConfig that keeps
+     * what config.json gives: its code reads a flag by Python's truth (1 and
+     * 0 as true and false), where transformers' own classes, strict
+     * dataclasses, refuse anything but true and false (ra_hf_flag). */
+    int remote_code;
 } ra_hf_family;
 
 /* The row for model_type, or NULL when ropeattn does not know it. */

@@ -22,7 +22,7 @@ static ra_status read_qkv_bias_name(const cJSON *text, ra_hf_fields *fields, con
     RA_TRY(ra_io_json_key(text, "qkv_bias", name, &item, msg, msg_len));
     if (item == NULL) return RA_OK;
     int on;
-    RA_TRY(ra_io_json_flag(text, "qkv_bias", 0, &on, name, msg, msg_len));
+    RA_TRY(ra_hf_flag(text, "qkv_bias", 0, fields->family, &on, name, msg, msg_len));
     if (fields->has_attention_bias && fields->attention_bias != on)
         return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"qkv_bias\" (another name for "
                           "\"attention_bias\" in model_type \"%s\") and \"attention_bias\" "
@@ -44,11 +44,11 @@ ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const ch
     out->qkv = out->rule->qkv_default;
     out->o = out->rule->o_default;
     if (out->rule->qkv_key)
-        RA_TRY(ra_io_json_flag(text, out->rule->qkv_key, out->rule->qkv_default, &out->qkv,
-                               name, msg, msg_len));
+        RA_TRY(ra_hf_flag(text, out->rule->qkv_key, out->rule->qkv_default, fields->family,
+                          &out->qkv, name, msg, msg_len));
     if (out->rule->o_key)
-        RA_TRY(ra_io_json_flag(text, out->rule->o_key, out->rule->o_default, &out->o, name,
-                               msg, msg_len));
+        RA_TRY(ra_hf_flag(text, out->rule->o_key, out->rule->o_default, fields->family,
+                          &out->o, name, msg, msg_len));
     RA_TRY(read_qkv_bias_name(text, fields, name, msg, msg_len));
     if (out->rule->qkv_with_o && out->o) out->qkv = 1;
     return RA_OK;

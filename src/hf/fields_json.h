@@ -23,8 +23,19 @@
 ra_status ra_hf_family_check(const cJSON *obj, const char *name, const char *model_type,
                              const ra_hf_family **out, char *msg, size_t msg_len);
 
+/* A flag key of obj, as family's config class reads it, into *out: true
+ * or false; absent: `absent`; null: false, as Python's None (refused
+ * where `absent` is 1: transformers 5.23's classes refuse null or keep
+ * None, which their code reads as false, never as the default).  1 and 0
+ * are refused naming the key (transformers' classes raise
+ * StrictDataclassFieldValidationError for them), but in a remote-code
+ * family (family->remote_code), whose code reads them as true and false.
+ * Anything else fails naming the key, and name (the file) in msg. */
+ra_status ra_hf_flag(const cJSON *obj, const char *key, int absent, const ra_hf_family *family,
+                     int *out, const char *name, char *msg, size_t msg_len);
+
 /* fields->bias from fields' family's rule (families.c) and its key in text
- * (the text model's object): true, false, 1, 0, null or absent (the
+ * (the text model's object), as ra_hf_flag reads it (absent: the
  * default); anything else fails naming the key, and name (the file) in msg.
  * fields->family and its attention_bias are read before. */
 ra_status ra_hf_bias_read_json(const cJSON *text, ra_hf_fields *fields, const char *name,

@@ -426,18 +426,6 @@ ra_status ra_io_read_text(const char *path, size_t max_bytes, char **text, size_
     return RA_OK;
 }
 
-ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *out,
-                          const char *name, char *msg, size_t msg_len)
-{
-    const cJSON *item;
-    RA_TRY(ra_io_json_key(obj, key, name, &item, msg, msg_len));
-    *out = absent;
-    if (item != NULL && !ra_io_json_bool(item, out))
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"%s\" must be true or false",
-                          name, key);
-    return RA_OK;
-}
-
 int ra_io_json_bool(const cJSON *item, int *out)
 {
     int64_t v = -1;

@@ -61,11 +61,6 @@ const char *ra_io_json_escape_refused(const char *text, size_t len, size_t at);
 ra_status ra_io_json_parse_named(const char *text, size_t len, const char *name, cJSON **out,
                                  char *msg, size_t msg_len);
 
-/* A boolean key of obj: true, false, 1 or 0; absent or null: *out =
- * absent.  Anything else fails: "<name>: \"<key>\" must be true or false". */
-ra_status ra_io_json_flag(const cJSON *obj, const char *key, int absent, int *out,
-                          const char *name, char *msg, size_t msg_len);
-
 /* If item is true, false, 1 or 0, stores 1 or 0 in *out and returns 1;
  * otherwise returns 0. */
 int ra_io_json_bool(const cJSON *item, int *out);

@@ -39,7 +39,8 @@
  * Prints one JSON object per case a line:
  *   {"case", "threads", "tokens", "ours_dtype", "ggml_type", "ours_bytes",
  *    "ggml_bytes", "ours_seconds", "ggml_seconds", "ggml_layout",
- *    "ggml_layouts_once": {"tokens": s, "heads": s}, "ours_err", "ggml_err"}
+ *    "ggml_layouts_once": {"tokens": s, "heads": s}, "ours_err", "ggml_err",
+ *    "ggml_cpu": the vector features ggml's CPU backend was built for}
  * bytes: the K and V rows read once (ggml's q8_0 blocks with their scales,
  * ropeattn's int8 codes with theirs).  Exit 0, or 1 with a message.
  */
@@ -418,6 +419,28 @@ static const char *json_seconds(char buf[32], double seconds, int who)
     return buf;
 }
 
+/* The x86 and Arm vector features ggml's CPU backend was compiled for
+ * (ggml_cpu_has_*: GGML_NATIVE builds for the build machine), space-separated,
+ * into buf: "avx avx2 fma f16c" on an AVX2 core, "... avx512 ..." on one with AVX-512. */
+static const char *ggml_features(char *buf, size_t len)
+{
+    static const struct { const char *name; int (*has)(void); } features[] = {
+        {"avx", ggml_cpu_has_avx},           {"avx2", ggml_cpu_has_avx2},
+        {"fma", ggml_cpu_has_fma},           {"f16c", ggml_cpu_has_f16c},
+        {"avx_vnni", ggml_cpu_has_avx_vnni}, {"avx512", ggml_cpu_has_avx512},
+        {"avx512_vnni", ggml_cpu_has_avx512_vnni}, {"avx512_bf16", ggml_cpu_has_avx512_bf16},
+        {"amx_int8", ggml_cpu_has_amx_int8}, {"neon", ggml_cpu_has_neon},
+        {"sve", ggml_cpu_has_sve},
+    };
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof features / sizeof features[0]; i++)
+        if (features[i].has() && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? " " : "",
+                                     features[i].name);
+    return buf;
+}
+
 static void print_record(const peer_case *c, int threads, const double *err, double ours,
                          double theirs, int layout, const double *once)
 {
@@ -426,18 +449,18 @@ static void print_record(const peer_case *c, int threads, const double *err, dou
     if (c->ours == RA_I8) ours_bytes += 2.0 * tokens * KV_HEADS * sizeof(float); /* the scales */
     const double ggml_bytes =
         values / (double)ggml_blck_size(c->theirs) * (double)ggml_type_size(c->theirs);
-    char ours_buf[32], theirs_buf[32];
+    char ours_buf[32], theirs_buf[32], features[160];
     const char *dtype = c->ours == RA_I8 ? "int8" : c->ours == RA_F32 ? "f32"
                                                   : c->ours == RA_F16 ? "f16" : "bf16";
     printf("{\"case\": \"%s\", \"threads\": %d, \"tokens\": %.0f, \"ours_dtype\": \"%s\", "
            "\"ggml_type\": \"%s\", \"ours_bytes\": %.0f, \"ggml_bytes\": %.0f, "
            "\"ours_seconds\": %s, \"ggml_seconds\": %s, \"ggml_layout\": \"%s\", "
            "\"ggml_layouts_once\": {\"%s\": %.6g, \"%s\": %.6g}, \"ours_err\": %.3g, "
-           "\"ggml_err\": %.3g}\n",
+           "\"ggml_err\": %.3g, \"ggml_cpu\": \"%s\"}\n",
            c->name, threads, tokens, dtype, ggml_type_name(c->theirs), ours_bytes, ggml_bytes,
            json_seconds(ours_buf, ours, 0), json_seconds(theirs_buf, theirs, 1),
            layout_names[layout], layout_names[0], once[0], layout_names[1], once[1],
-           err[0], fmax(err[1], err[2]));
+           err[0], fmax(err[1], err[2]), ggml_features(features, sizeof features));
     fflush(stdout);
 }
 

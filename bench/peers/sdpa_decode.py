@@ -19,9 +19,11 @@ of the two, each first in turn, 20 ms apart; medians reported (--side:
 one side's R samples alone, the other's seconds null: each side's own
 time, to compare with the alternation's).  Prints one
 JSON object per case a line: {"case", "threads", "torch_version",
-"bytes", "ours_seconds", "sdpa_seconds", "sdpa_variant", "ours_err",
-"sdpa_err"} (bytes: the K and V read once, the same for both); exit 1 with
-a message on a failed check or call.
+"torch_cpu" (torch.backends.cpu.get_cpu_capability(): the vector kernels
+PyTorch dispatches to on this CPU, "AVX2" or "AVX512"), "bytes",
+"ours_seconds", "sdpa_seconds", "sdpa_variant", "ours_err", "sdpa_err"}
+(bytes: the K and V read once, the same for both); exit 1 with a message
+on a failed check or call.
 """
 import argparse
 import ctypes
@@ -134,6 +136,7 @@ def run_case(lib, threads, repeats, name, side):
                 samples[who].append(timed(fns[who]))
     ours.close()
     return {"case": name, "threads": threads, "torch_version": torch.__version__,
+            "torch_cpu": torch.backends.cpu.get_cpu_capability(),
             "bytes": 2 * length * KV_HEADS * HEAD_DIM * (4 if dt == "f32" else 2),
             "ours_seconds": median(samples["ours"]) if samples["ours"] else None,
             "sdpa_seconds": median(samples["sdpa"]) if samples["sdpa"] else None,

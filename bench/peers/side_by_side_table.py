@@ -73,17 +73,29 @@ def rows(bench, ggml, sdpa):
                    f"{rate(g['ggml_bytes'], g['ggml_seconds'])} / - | {bench_cell(paged)} |")
 
 
+def vectors(bench, ggml, sdpa):
+    """The CPU and each side's vector kernels on it, from the records: "AMD EPYC
+    (family 25, model 1); ropeattn avx2 (256-bit); ggml built for avx avx2 fma
+    f16c; torch 2.x (AVX2)"."""
+    b = next(iter(bench.values()), {})
+    s = next(iter(sdpa.values()), {})
+    cpu = f"{b.get('cpu', '-')} (family {b.get('cpu_family', '-')}, model {b.get('cpu_model', '-')})"
+    return (f"{cpu}; ropeattn {b.get('simd', '-')} ({b.get('vector_bits', '-')}-bit); ggml built "
+            f"for {ggml[0].get('ggml_cpu', '-') if ggml else '-'}; torch "
+            f"{s.get('torch_version', '-')} ({s.get('torch_cpu', '-')})")
+
+
 def main(out, thread_counts):
     lines, notes = list(HEADER), []
     for threads in thread_counts:
         bench = {r["name"]: r for r in json.load(open(f"{out}/bench_t{threads}.json"))}
         sdpa = {r["case"]: r for r in jsonl(f"{out}/sdpa_t{threads}.jsonl")}
-        lines += rows(bench, jsonl(f"{out}/ggml_t{threads}.jsonl"), sdpa)
+        ggml = jsonl(f"{out}/ggml_t{threads}.jsonl")
+        lines += rows(bench, ggml, sdpa)
         limits = ", ".join(f"{r['name']} {r['rate']:.1f}" for r in bench.values()
                            if r["name"].startswith("read") and r.get("rate"))
-        torch = next(iter(sdpa.values()), {}).get("torch_version", "-")
-        notes.append(f"{threads} thread(s): torch {torch}; ropeattn-bench's read limits "
-                     f"(GB/s): {limits or '-'}")
+        notes.append(f"{threads} thread(s): {vectors(bench, ggml, sdpa)}; ropeattn-bench's "
+                     f"read limits (GB/s): {limits or '-'}")
     print("\n".join(notes + [""] + lines))
 
 

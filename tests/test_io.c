@@ -2101,10 +2101,18 @@ static void test_rope_as_transformers_reads_it(void)
         {"{\"model_type\": \"phi3\", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": "
          "[1], \"long_factor\": [2], \"original_max_position_embeddings\": 16}}",
          "is 16 and the top level's 4096 (model_type \"phi3\"'s default)"},
-        /* an explicit null is not the family's default */
+        /* a null rope_theta where transformers sets it into a rope without its own (the
+         * class's default rope, or the one given), which fails on None */
         {"{\"model_type\": \"gemma3_text\", \"rope_theta\": null}",
-         "\"rope_theta\" is null: model_type \"gemma3_text\" needs a number"},
+         "\"rope_theta\" is null and the rope has no rope_theta of its own"},
         {"{\"model_type\": \"deepseek_v3\", \"rope_theta\": null}", "\"rope_theta\" is null"},
+        {"{\"model_type\": \"llama\", \"rope_theta\": null, \"rope_parameters\": "
+         "{\"rope_type\": \"linear\", \"factor\": 2}}",
+         "\"rope_theta\" is null and the rope has no rope_theta of its own"},
+        /* EsmConfig's rope_theta is a typed field: null fails its validation */
+        {"{\"model_type\": \"esm\", \"position_embedding_type\": \"rotary\", "
+         "\"rope_theta\": null, \"rope_parameters\": {\"rope_type\": \"default\", "
+         "\"rope_theta\": 500}}", "model_type \"esm\"'s config class declares it a number"},
         {"{\"model_type\": \"cohere\", \"rope_theta\": null}", "\"rope_theta\" is null: give it "
          "(model_type \"cohere\"'s default is 10000 in transformers 4.57, 500000 in 5)"},
         {"{\"model_type\": \"gemma3_text\", \"rope_parameters\": {\"rope_type\": \"default\", "
@@ -2210,12 +2218,31 @@ static void test_rope_as_transformers_reads_it(void)
          1e6},
         {"{\"model_type\": \"qwen2_5_vl_text\"}", 1e6},
         {"{\"model_type\": \"mixtral\", \"rope_theta\": 5e5}", 5e5},
+        /* a null rope_theta beside a rope with its own changes nothing (transformers 5's
+         * setdefault): the default ropes of Apertus, Ministral 3, Mellum; a rope_parameters
+         * holding it; GPT-NeoX's classes never read it */
+        {"{\"model_type\": \"apertus\", \"rope_theta\": null}", 12e6},
+        {"{\"model_type\": \"ministral3\", \"rope_theta\": null}", 1e6},
+        {"{\"model_type\": \"mellum\", \"rope_theta\": null}", 5e5},
+        {"{\"model_type\": \"llama\", \"rope_theta\": null, \"rope_parameters\": "
+         "{\"rope_type\": \"default\", \"rope_theta\": 500}}", 500},
+        {"{\"model_type\": \"cohere\", \"rope_theta\": null, \"rope_parameters\": "
+         "{\"rope_type\": \"default\", \"rope_theta\": 500}}", 500},
     };
     for (size_t i = 0; i < sizeof thetas / sizeof thetas[0]; i++) {
         CHECK(parse_config(thetas[i].json, &cfg, msg, sizeof msg) == RA_OK &&
                   cfg.rope.theta == thetas[i].theta, "%zu: %g %s", i, cfg.rope.theta, msg);
         ra_hf_fields_free(&cfg);
     }
+    /* GPT-NeoX's config classes never read rope_theta: null reads as no key */
+    ra_hf_fields absent;
+    CHECK(parse_config("{\"model_type\": \"gpt_neox\"}", &absent, msg, sizeof msg) == RA_OK &&
+              parse_config("{\"model_type\": \"gpt_neox\", \"rope_theta\": null}", &cfg, msg,
+                           sizeof msg) == RA_OK && cfg.rope.theta == absent.rope.theta &&
+              cfg.rope.has_theta == absent.rope.has_theta && !cfg.has_rope_theta,
+          "gpt_neox rope_theta null: %s", msg);
+    ra_hf_fields_free(&cfg);
+    ra_hf_fields_free(&absent);
 }
 
 /* Every prefix of a config with every rope key, and every byte of it

@@ -735,8 +735,10 @@ static const ra_hf_family families[] = {
         "not name", NULL, NOWINDOW, NO_BIAS),
     /* BailingHybridConfig (Ling 3.0): DeepSeek-V3's latent attention with q_proj alone,
      * interleaved pairs always, and a sigmoid gate per head (g_proj); its linear-attention
-     * layers are refused (layer_types); max_position_embeddings saved as model_max_length */
-    ROW("bailing_hybrid", I, RA_HF_MLA | RA_HF_GATE_PER_HEAD | RA_HF_MODEL_MAX_LENGTH, NULL,
+     * layers are refused (layer_types); max_position_embeddings saved as model_max_length;
+     * rope_theta a typed field (null fails) */
+    ROW("bailing_hybrid", I,
+        RA_HF_MLA | RA_HF_GATE_PER_HEAD | RA_HF_MODEL_MAX_LENGTH | RA_HF_THETA_TYPED, NULL,
         BAILING_HYBRID_DEFAULTS, NOWINDOW, NO_BIAS, .names = bailing_hybrid_names),
     /* BambaConfig: partial_rotary_factor 0.5 (its __post_init__ sets it) */
     ROW("bamba", H, RA_HF_ATTN_LAYER_INDICES, NULL, "partial_rotary_factor=0.5", NOWINDOW,
@@ -795,8 +797,11 @@ static const ra_hf_family families[] = {
     ROW("cohere2", I, NOPE_FULL | WHOLE, NULL, "sliding_window=4096 sliding_window_pattern=4",
         PATTERN, ALL(AB, 0)),
     /* Cohere2MoeConfig: head_dim 128; force_rope in the dense-MLP layers; its
-     * sliding_window_pattern read only without layer_types (then refused) */
-    ROW("cohere2_moe", I, NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN | WHOLE, NULL,
+     * sliding_window_pattern read only without layer_types (then refused); rope_theta a typed
+     * field (null fails) */
+    ROW("cohere2_moe", I,
+        NOPE_FULL | RA_HF_ROPE_DENSE_LAYERS | RA_HF_WINDOW_PATTERN | RA_HF_THETA_TYPED | WHOLE,
+        NULL,
         "head_dim=128 sliding_window=4096", LISTED, ALL(AB, 0)),
     /* CohereCompassTextConfig: rope_parameters by layer type (null: that type without RoPE),
      * each the default rope, M-RoPE with Qwen3-VL's interleaved sections (mrope_section
@@ -915,8 +920,9 @@ static const ra_hf_family families[] = {
     ROW("ernie4_5_vl_moe", I, 0, ERNIE_VL, NULL, NOWINDOW, NO_BIAS),
     ROW("ernie4_5_vl_moe_text", I, 0, ERNIE_VL, NULL, NOWINDOW, NO_BIAS),
     ROW("ernie4_5_vl_moe_vision", H, 0, VISION_ALONE, NULL, NOWINDOW, NO_BIAS),
+    /* EsmConfig: rope_theta a typed field (null fails) */
     ROW("esm", H, RA_HF_NON_CAUSAL | RA_HF_IS_DECODER_KEY | RA_HF_ROTARY_REQUIRED |
-        RA_HF_HEAD_DIM_BY_HEADS, NULL,
+        RA_HF_HEAD_DIM_BY_HEADS | RA_HF_THETA_TYPED, NULL,
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=1026", NOWINDOW,
         FIXED(1, 1), .names = esm_names, .block_norm = "LayerNorm."),
     /* EsmcConfig: an encoder (every token sees every other one), q and k LayerNormed over

@@ -230,17 +230,17 @@ static ra_status refuse_unread_neox_names(const cJSON *root, const ra_hf_fields 
  * num_attention_heads), num_key_value_heads (one per query head),
  * rotary_dim (GPT-J: the whole head), attention_chunk_size (no chunks),
  * attn_logit_softcapping (none), attention_value_scale (1: MiMo-V2-Flash's
- * v unscaled); and keys whose null is refused later with
- * a message of its own (latent attention's sizes, read_mla; Llama 4's
- * temperature tuning, hf/layer_config.c).  A null for any other key with a
- * default is refused: transformers' code fails on it (Gemma 3's
- * query_pre_attn_scalar, rope_theta ...), and the default is not what the
+ * v unscaled); and keys whose null is read or refused later with a message
+ * of its own (latent attention's sizes, read_mla; Llama 4's temperature
+ * tuning, hf/layer_config.c; rope_theta, check_null_theta).  A null for any
+ * other key with a default is refused: transformers' code fails on it
+ * (Gemma 3's query_pre_attn_scalar ...), and the default is not what the
  * file says. */
 static const char *const null_means_something[] = {
     "head_dim",         "num_key_value_heads", "rotary_dim",  "attention_chunk_size",
     "attn_logit_softcapping", "q_lora_rank",   "kv_lora_rank", "qk_nope_head_dim",
     "qk_rope_head_dim", "v_head_dim",          "floor_scale", "attn_scale",
-    "attention_value_scale",
+    "attention_value_scale", "rope_theta",
 };
 
 static int is_field(const char *key)
@@ -931,6 +931,34 @@ static ra_status check_theta_given(const ra_hf_fields *out, const char *name, ch
     return RA_OK;
 }
 
+/* A null rope_theta, as transformers 5 reads it: convert_rope_params_to_dict sets the
+ * null into each rope that has no rope_theta of its own (rope_scaling's or rope_parameters', else
+ * the config class's default rope), whose rotary embedding then fails on None; a rope with its
+ * own keeps it, and the null changes nothing (the default ropes of Apertus, Gemma 4, Mellum,
+ * Ministral 3 ...; any rope_parameters holding rope_theta).  GPT-NeoX's config classes never read
+ * it (RA_HF_ROPE_NEOX_NAMES: rotary_emb_base or its default); RA_HF_THETA_TYPED classes fail on
+ * it.  Before ra_hf_rope_inherit: the ropes' thetas are their own. */
+static ra_status check_null_theta(const cJSON *root, const ra_hf_fields *out, const char *name,
+                                  char *msg, size_t msg_len)
+{
+    const ra_hf_family *family = out->family;
+    ra_hf_features features = family ? family->features : 0;
+    if (!is_null(root, "rope_theta") || (features & RA_HF_ROPE_NEOX_NAMES)) return RA_OK;
+    if (features & RA_HF_THETA_TYPED)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null: model_type "
+                          "\"%s\"'s config class declares it a number and fails on null (leave "
+                          "the key out for its default)", name, family->model_type);
+    int own = out->rope.has_theta && (!out->has_local_rope || out->local_rope.has_theta);
+    if (own) return RA_OK;
+    if (family && family->disputed_theta)
+        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null: give it "
+                          "(model_type \"%s\"'s default is %s)", name, family->model_type,
+                          family->disputed_theta);
+    return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null and the rope "
+                      "has no rope_theta of its own (transformers fails on null; leave the key "
+                      "out for the config class's default)", name);
+}
+
 /* RA_HF_ROPE_PER_TYPE_ONLY: the family's rotary embedding reads
  * rope_parameters[layer_type]["rope_theta"] (and its partial_rotary_factor,
  * else a default of its own): one rope object for every layer, or a type's
@@ -1180,14 +1208,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_local_attention(root, nested, scaling, out, name, msg, msg_len));
     RA_TRY(apply_defaults(root, out, 0, name, msg, msg_len));
     rotary_dim_factor(out);
-    if (is_null(root, "rope_theta") && out->family && out->family->disputed_theta)
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null: give it "
-                          "(model_type \"%s\"'s default is %s)", name, out->family->model_type,
-                          out->family->disputed_theta);
-    if (is_null(root, "rope_theta")) /* without a family default: Llama's 10000 */
-        return ra_io_fail(msg, msg_len, RA_ERR_FORMAT, "%s: \"rope_theta\" is null "
-                          "(transformers fails on null; leave the key out for its default, "
-                          "10000)", name);
+    RA_TRY(check_null_theta(root, out, name, msg, msg_len));
     RA_TRY(rope_per_type_only(nested, scaling, out, name, msg, msg_len));
     RA_TRY(check_theta_given(out, name, msg, msg_len));
     RA_TRY(read_rope_ratio(root, out, name, msg, msg_len));

@@ -528,6 +528,11 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * k_proj one per key/value head, which transformers' attention fails on (Nemotron-3
  * diarization's encoder) */
 #define RA_HF_KV_HEADS_EQUAL RA_HF_BIT(70)
+/* its config class declares rope_theta a number field: a null fails the class's validation,
+ * whatever rope_parameters holds (BailingHybridConfig, Cohere2MoeConfig, EsmConfig in transformers
+ * 5.23); elsewhere a null rope_theta is read as transformers 5 reads it (fields.c:
+ * check_null_theta) */
+#define RA_HF_THETA_TYPED RA_HF_BIT(77)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

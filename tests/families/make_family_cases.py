@@ -1379,9 +1379,10 @@ def family_cases(out):
                                                    "original_max_position_embeddings": 32}),
          plain, 'is 32 and the top level\'s 64: transformers 5 takes the top level\'s for rope '
          'type yarn'),
-        # an explicit null is not the default, and transformers fails on it
+        # an explicit null is not the default: transformers sets it into the rope, which
+        # has no rope_theta of its own, and fails on it
         ("gemma3_rope_theta_null", dict(base, model_type="gemma3_text", rope_theta=None), plain,
-         '"rope_theta" is null: model_type "gemma3_text" needs a number'),
+         '"rope_theta" is null and the rope has no rope_theta of its own'),
         ("gemma3_query_pre_attn_scalar_null", {"model_type": "gemma3", "text_config": dict(
             base, model_type="gemma3_text", query_pre_attn_scalar=None)}, plain,
          '"query_pre_attn_scalar" is null'),

@@ -361,9 +361,13 @@ def save(d, name, array):
         np.int64 if array.dtype == torch.int64 else np.float32))
 
 
+# config_keys' value for a key written as JSON null (None removes the key)
+JSON_NULL = "null in config.json"
+
+
 def edit_config(d, keys):
-    """Sets the saved config.json's keys to `keys`' values (None: removes them);
-    "text_config/model_type": the key in text_config."""
+    """Sets the saved config.json's keys to `keys`' values (None: removes them; JSON_NULL:
+    null); "text_config/model_type": the key in text_config."""
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     for path, value in keys.items():
@@ -374,7 +378,7 @@ def edit_config(d, keys):
         if value is None:
             obj.pop(key, None)
         else:
-            obj[key] = value
+            obj[key] = None if value == JSON_NULL else value
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -432,8 +436,11 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
         edit_config(d, {"model_type": model_type})
     if config_keys is not None:
         edit_config(d, config_keys)
-        reread = type(config).from_pretrained(d).to_dict()
-        if reread != config.to_dict():
+        # against the config the model ran with (a model may run a copy: Mellum's); a key
+        # one lacks and the other holds as None is the same (a null the class keeps as an
+        # attribute and never reads: MellumConfig's rope_theta)
+        reread, ran = type(config).from_pretrained(d).to_dict(), model.config.to_dict()
+        if any(reread.get(k) != ran.get(k) for k in set(reread) | set(ran)):
             raise ValueError(f"{name}: transformers reads the edited config.json otherwise")
     save(d, "x.npy", x)
     save(d, "pos.npy", pos)
@@ -476,8 +483,9 @@ def write_case(out_dir, name, model_cls, config, layer, pos, seed, grads=True, d
     if model_type is not None:
         info["config_edit"] = f"model_type {config.model_type} -> {model_type}"
     if config_keys is not None:
-        info["config_edit"] = ", ".join(f"{k} removed" if v is None else f"{k} {json.dumps(v)}"
-                                        for k, v in sorted(config_keys.items()))
+        info["config_edit"] = ", ".join(
+            f"{k} removed" if v is None else f"{k} null" if v == JSON_NULL
+            else f"{k} {json.dumps(v)}" for k, v in sorted(config_keys.items()))
     with open(os.path.join(d, "case.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -1523,6 +1531,8 @@ def named_seed_cases():
     yield from encoder_audio_rows_cases()
     from perception_rows_cases import perception_rows_cases  # (and this one)
     yield from perception_rows_cases()
+    from null_theta_cases import null_theta_cases  # (it imports this module too)
+    yield from null_theta_cases()
 
 
 def name_seed(name):

@@ -72,11 +72,13 @@ void ra_gemv16(ra_context *ctx, const ra_gemv16_job *job)
 }
 
 /* The 16-bit GEMV for a few rows; its tasks of 64 columns (a few hundred
- * KiB of weights each at the layer's sizes) spread over the threads. */
+ * KiB of weights each at the layer's sizes) spread over the threads; on
+ * AMD Zen 3 and later, eight rows a pass and the hardware's prefetcher
+ * alone (gemv16_impl.h's stream). */
 static void gemv16(const ra_gemm_env *env, float *out, int64_t ldo, const float *a,
                    const void *w, int64_t m, int64_t n, int64_t k)
 {
-    ra_gemv16_job job = {out, ldo, a, w, env->dtype == RA_BF16, m, n, k, 64};
+    ra_gemv16_job job = {out, ldo, a, w, env->dtype == RA_BF16, m, n, k, 64, ra_cpu_zen()};
     ra_gemv16(env->ctx, &job);
 }
 

@@ -54,6 +54,19 @@ static int detect_level(void)
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) return 2;
     return amx ? 4 : 3;
 }
+
+/* 1 on an AMD CPU (leaf 0's vendor) of family 25 (0x19: Zen 3, Zen 4) or
+ * later (leaf 1's family, its extended family added), else 0. */
+static int detect_zen(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return 0; /* "AuthenticAMD" */
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    unsigned family = (a >> 8) & 0xf;
+    if (family == 0xf) family += (a >> 20) & 0xff;
+    return family >= 0x19;
+}
 #endif
 
 /* Atomic only for the test-only switch below: the tables are constants,
@@ -62,6 +75,7 @@ static int detect_level(void)
 static _Atomic(const ra_kernels *) selected;
 static int max_isa;       /* the highest path: the CPU's, capped by RA_FORCE_ISA */
 static int force_unknown; /* RA_FORCE_ISA held a value not listed above */
+static int zen;           /* detect_zen's */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static ra_kernels watching; /* ra_cpu_watch_kernels: base, noting use (below) */
 #if defined(__x86_64__)
@@ -94,6 +108,7 @@ static void select_kernels(void)
     int level = RA_ISA_BASE;
 #if defined(__x86_64__)
     level = detect_level();
+    zen = detect_zen();
 #endif
     max_isa = level < cap ? level : cap;
     /* Here, so that a thread that passed the once sees it: not a constant
@@ -144,6 +159,12 @@ int ra_cpu_amx_enable(void)
 #else
     return 0;
 #endif
+}
+
+int ra_cpu_zen(void)
+{
+    pthread_once(&once, select_kernels);
+    return zen;
 }
 
 /* ---- test-only: cpu/dispatch.h ------------------------------------------ */

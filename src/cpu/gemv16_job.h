@@ -18,6 +18,8 @@ typedef struct ra_gemv16_job {
     int bf16;            /* 1: bfloat16; 0: float16 */
     int64_t m, n, k;
     int64_t cols_per_task;
+    int stream;          /* 1: eight rows a pass, no prefetch requests (AVX2
+                            only; gemm.c sets it from ra_cpu_zen); the same bits */
 } ra_gemv16_job;
 
 #endif

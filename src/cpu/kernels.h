@@ -65,6 +65,10 @@ void ra_decode_q8_task_vnni(void *arg, int64_t task, int thread);
  * process that never runs bf16 attention never asks), else 0. */
 int ra_cpu_amx_enable(void);
 
+/* 1 on an AMD CPU of family 25 (Zen 3) or later, else 0 (off x86-64 too):
+ * the kernels' choices tuned on such a core (gemv16_impl.h's stream). */
+int ra_cpu_zen(void);
+
 /* The best kernels this CPU and OS support, within RA_FORCE_ISA (or those a
  * test switched to).  Callers fetch it per call, never keep it: a switch
  * must reach the next call. */

@@ -189,15 +189,24 @@ static inline __attribute__((always_inline)) void prefetch_far(const void *row, 
 /* Query rows that share each load of K and V, at most. */
 #define DECODE_ROWS 4
 
-/* Keys per block of the online softmax: two vectors' worth.  Longer
- * blocks spread the block's fixed work (the rescale of o, the softmax's
- * reductions) over more keys: on one core, with the cache in L2, a bf16
- * step per key took 19.2 ns at one vector's worth, 15.7 at two and 14.3 at
- * four.  But from memory, on two threads, a bf16 step over 16384 tokens
- * took a median 1.54 and 1.85 ms at two against 1.58 and 2.35 at four (two
- * sets of ten bench runs alternating the builds): see decode_task on how
- * far ahead a block asks for lines. */
+/* Keys per block of the online softmax: two vectors' worth (AVX-512: 32).
+ * Longer blocks spread the block's fixed work (the rescale of o, the
+ * softmax's reductions) over more keys: on one core, with the cache in L2,
+ * a bf16 step per key took 19.2 ns at one vector's worth, 15.7 at two and
+ * 14.3 at four.  But from memory, on two threads, a bf16 step over 16384
+ * tokens took a median 1.54 and 1.85 ms at two against 1.58 and 2.35 at
+ * four (two sets of ten bench runs alternating the builds): see
+ * decode_task on how far ahead a block asks for lines.  AVX2's blocks are
+ * four vectors' worth, the same 32 keys: on one core of an AMD EPYC
+ * family 25 model 1 (Zen 3), 16-key blocks took 1.05 times as long (f32
+ * over 16384 and 32768 tokens, bf16 over 16384) to 1.3 (f32 over 4096)
+ * from memory, and 1.07 (bf16) to 1.43 (f32) in L2
+ * (docs/perf/2026-12-08-decode-zen3.md). */
+#if defined(RA_SIMD_AVX2)
+#define DECODE_KEYS (4 * RA_W)
+#else
 #define DECODE_KEYS (2 * RA_W)
+#endif
 
 /* An 8-bit cache's blocks are twice as long where their rows still take
  * at most AHEAD_BLOCK_BYTES (decode_task's requests one phase ahead; at D
@@ -833,9 +842,8 @@ static void decode_task(void *arg, int64_t task, int thread)
      * prefetcher alone keeps too short a distance ahead of a kernel that
      * also computes, so each block asks for lines ahead of its loads.  When
      * a phase's rows (a block's K or its V) take at most AHEAD_BLOCK_BYTES
-     * (AVX-512: 16-bit and 8-bit rows at D = 128; AVX2's shorter blocks: f32
-     * too), the scores ask for the block's own V rows and
-     * P.V for the next block's K rows, so every load was asked for one phase
+     * (16-bit and 8-bit rows at D = 128), the scores ask for the block's own
+     * V rows and P.V for the next block's K rows, so every load was asked for one phase
      * earlier: for a bf16 cache at D = 128, 0.7 of the time of the other
      * way on one core, 0.85-0.9 on two (nearer the memory's limit).  With
      * 16 KiB phases (blocks of 64 keys) the scheme was slower (DECODE_KEYS),

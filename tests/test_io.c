@@ -2109,6 +2109,18 @@ static void test_rope_as_transformers_reads_it(void)
         {"{\"model_type\": \"llama\", \"rope_theta\": null, \"rope_parameters\": "
          "{\"rope_type\": \"linear\", \"factor\": 2}}",
          "\"rope_theta\" is null and the rope has no rope_theta of its own"},
+        /* a rope per layer type only: one rope object (Gemma 3's class runs its default ropes
+         * over it), rope_scaling where the class never reads it, a type's rope without
+         * rope_theta where the class never fills it (Mellum's rotary embedding fails) */
+        {"{\"model_type\": \"gemma3_text\", \"rope_parameters\": {\"rope_type\": "
+         "\"default\", \"rope_theta\": 1234}}", "rope_parameters is one rope object"},
+        {"{\"model_type\": \"mellum\", \"rope_scaling\": {\"rope_type\": \"linear\", "
+         "\"factor\": 2}}", "\"rope_scaling\": model_type \"mellum\" reads rope_parameters by "
+         "layer type and never reads it"},
+        {"{\"model_type\": \"mellum\", \"rope_theta\": 5000, \"rope_parameters\": "
+         "{\"full_attention\": {\"rope_type\": \"default\"}, \"sliding_attention\": "
+         "{\"rope_type\": \"default\", \"rope_theta\": 100}}}",
+         "\"rope_parameters.full_attention\" has no \"rope_theta\""},
         /* EsmConfig's rope_theta is a typed field: null fails its validation */
         {"{\"model_type\": \"esm\", \"position_embedding_type\": \"rotary\", "
          "\"rope_theta\": null, \"rope_parameters\": {\"rope_type\": \"default\", "
@@ -2208,6 +2220,19 @@ static void test_rope_as_transformers_reads_it(void)
               RA_ERR_FORMAT &&
               strcmp(msg, "config.json: \"rope_parameters.llama_4_scaling_beta\" must be a "
                           "finite number") == 0, "ministral3 beta a string: %s", msg);
+    ra_hf_fields_free(&cfg);
+    /* Olmo3Config's sliding layers without a rope_theta of their own: its default_theta,
+     * 500000, whatever rope_theta says (transformers 5.23 pops it for the full layers') */
+    CHECK(parse_config("{\"model_type\": \"olmo3\", \"rope_theta\": 1234}", &cfg, msg,
+                       sizeof msg) == RA_OK && cfg.rope.theta == 1234 &&
+              cfg.has_rope_local_base_freq && cfg.rope_local_base_freq == 5e5,
+          "olmo3 sliding default: %s", msg);
+    ra_hf_fields_free(&cfg);
+    CHECK(parse_config("{\"model_type\": \"olmo3\", \"rope_theta\": 1234, \"rope_parameters\": "
+                       "{\"full_attention\": {\"rope_type\": \"default\"}, "
+                       "\"sliding_attention\": {\"rope_type\": \"default\"}}}", &cfg, msg,
+                       sizeof msg) == RA_OK && cfg.rope.theta == 1234 &&
+              cfg.local_rope.theta == 5e5, "olmo3 sliding rope: %s", msg);
     ra_hf_fields_free(&cfg);
     static const struct {
         const char *json;

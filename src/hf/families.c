@@ -42,7 +42,8 @@
 /* LFM3's attention: LFM2's norms under Qwen3's names, a gate per head, a rope per layer type
  * (its default rope over all of head_dim, its proportional rope reading partial_rotary_factor) */
 #define LFM3 (RA_HF_QK_NORM | RA_HF_NORM_EPS_KEY | RA_HF_LOCAL_ROPE | RA_HF_GATE_PER_HEAD |      \
-              RA_HF_GATE_BY_KEY | RA_HF_GATE_SAVED_AS_GATE_PROJ | RA_HF_DEFAULT_ROPE_WHOLE)
+              RA_HF_GATE_BY_KEY | RA_HF_GATE_SAVED_AS_GATE_PROJ | RA_HF_DEFAULT_ROPE_WHOLE |      \
+              RA_HF_ROPE_TYPES_NEEDED | RA_HF_ROPE_SCALING_UNREAD)
 #define LFM3_DEFAULTS                                                                    \
     "hidden_size=2048 num_attention_heads=16 num_key_value_heads=4 head_dim=128 "       \
     "max_position_embeddings=128000 rms_norm_eps=1e-05 sliding_window=256"
@@ -60,7 +61,7 @@
  * defaults. */
 #define GEMMA3N                                                                          \
     (RA_HF_QK_NORM | RA_HF_V_NORM | RA_HF_UNIT_SCALE | RA_HF_LOCAL_ROPE |                \
-     RA_HF_KV_SHARED_LAYERS)
+     RA_HF_KV_SHARED_LAYERS | RA_HF_ROPE_TYPES_NEEDED)
 #define GEMMA3N_DEFAULTS                                                                 \
     "hidden_size=2048 num_attention_heads=8 num_key_value_heads=2 head_dim=256 "        \
     "rope_theta=1000000 rope_local_base_freq=10000 sliding_window=512 "                 \
@@ -73,7 +74,8 @@
  * Gemma4TextConfig's and Gemma4UnifiedTextConfig's defaults and rope. */
 #define GEMMA4                                                                           \
     (GEMMA3N | RA_HF_PER_LAYER_CONFIG | RA_HF_VALUES_FROM_KEYS | RA_HF_LAST_LAYER_FULL |  \
-     RA_HF_BIDIRECTIONAL_VISION | RA_HF_DEFAULT_ROPE_WHOLE)
+     RA_HF_BIDIRECTIONAL_VISION | RA_HF_DEFAULT_ROPE_WHOLE | RA_HF_ROPE_SCALING_UNREAD |     \
+     RA_HF_TYPE_THETA_NEEDED)
 #define GEMMA4_SIZES                                                                     \
     "hidden_size=2304 num_attention_heads=8 num_key_value_heads=4 head_dim=256 "        \
     "num_hidden_layers=30 num_kv_shared_layers=0 "
@@ -89,7 +91,7 @@
     "not supported"
 #define GEMMA3                                                                           \
     (RA_HF_PRE_ATTN_SCALAR | RA_HF_NORM_PLUS_ONE | RA_HF_LOCAL_ROPE | RA_HF_QK_NORM |     \
-     RA_HF_SOFTCAP_IGNORED)
+     RA_HF_SOFTCAP_IGNORED | RA_HF_ROPE_TYPES_NEEDED)
 /* Gemma3TextConfig's defaults (configs saved inside a multimodal one often
  * leave them out: gemma-3-4b's text_config has no head counts nor head_dim). */
 #define GEMMA3_DEFAULTS                                                                  \
@@ -102,7 +104,7 @@
 #define QWEN_WINDOW(n) "use_sliding_window=0 max_window_layers=" #n
 /* Qwen2VLTextConfig's and Qwen2_5_VLTextConfig's (transformers 4.57 and 5). */
 #define QWEN_VL_DEFAULTS QWEN_WINDOW(80) " rope_theta=1000000"
-#define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE)
+#define OLMO3 (OLMO2 | RA_HF_LOCAL_ROPE | RA_HF_ROPE_TYPES_NEEDED)
 /* sliding layers rotate, full ones not (Cohere 2); only with a window (EXAONE 4) */
 #define NOPE_FULL RA_HF_NOPE_FULL_LAYERS
 #define EXAONE4 (RA_HF_QK_NORM | RA_HF_NOPE_FULL_LAYERS | RA_HF_NOPE_NEEDS_WINDOW)
@@ -747,6 +749,7 @@ static const ra_hf_family families[] = {
      * a rope per layer type, the full layers' null: no RoPE, q scaled by position */
     ROW("beam", H,
         RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_NULL_ROPE_SCALED | RA_HF_GATE_PROJ |
+            RA_HF_ROPE_TYPES_NEEDED | RA_HF_ROPE_SCALING_UNREAD | RA_HF_TYPE_THETA_NEEDED |
             RA_HF_GATE_BIAS | WHOLE, NULL,
         "hidden_size=5120 num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=8192 sliding_window=512", LISTED, ALL(AB, 0), BEAM_ROPE),
@@ -1174,7 +1177,9 @@ static const ra_hf_family families[] = {
     /* LagunaConfig: q/k norms, a rope per layer type, its output times softplus(g_proj(x))
      * (per head or per feature: gating), query heads per layer */
     ROW("laguna", H,
-        RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_SOFTPLUS_G_PROJ | RA_HF_HEADS_PER_LAYER, NULL,
+        RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_SOFTPLUS_G_PROJ | RA_HF_HEADS_PER_LAYER |
+            RA_HF_ROPE_TYPES_NEEDED | RA_HF_ROPE_SCALING_UNREAD | RA_HF_TYPE_THETA_NEEDED,
+        NULL,
         "num_attention_heads=48 num_key_value_heads=8 head_dim=128 "
         "max_position_embeddings=131072 sliding_window=512", RA_HF_WINDOWS_LISTED_ELSE_NONE,
         ALL(AB, 0), LAGUNA_ROPE),
@@ -1208,7 +1213,10 @@ static const ra_hf_family families[] = {
         "self_attn.1: cache slots 2N and 2N + 1), their q and latents rescaled (mla_scale_q_lora, "
         "mla_scale_kv_lora): not supported", NULL, NOWINDOW, NO_BIAS),
     /* MellumConfig: a rope per layer type; layer_types, else every layer full */
-    ROW("mellum", H, RA_HF_QK_NORM | RA_HF_LOCAL_ROPE, NULL,
+    ROW("mellum", H,
+        RA_HF_QK_NORM | RA_HF_LOCAL_ROPE | RA_HF_ROPE_TYPES_NEEDED | RA_HF_ROPE_SCALING_UNREAD |
+            RA_HF_TYPE_THETA_NEEDED,
+        NULL,
         "hidden_size=2304 num_attention_heads=32 num_key_value_heads=4 head_dim=128 "
         "sliding_window=1024", RA_HF_WINDOWS_LISTED_ELSE_NONE, ALL(AB, 0), MELLUM_ROPE),
     ROW("mimi", H, 0,
@@ -1356,10 +1364,14 @@ static const ra_hf_family families[] = {
         "hidden_size=768 num_attention_heads=12 max_position_embeddings=2048 rope_theta=1000",
         NOWINDOW, FIXED(0, 0), .names = nomic_bert_names),
     ROW("olmo", H, RA_HF_CLIP_QKV | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
-    /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6) */
+    /* Olmo2Config and Olmo3Config: rms_norm_eps 1e-5 (not Llama's 1e-6); Olmo3Config's sliding
+     * layers without a rope_theta of their own take its default_theta, 500000, whatever
+     * rope_theta says (its convert_rope_params_to_dict pops rope_theta for the full layers'
+     * rope first): their rope_local_base_freq */
     ROW("olmo2", H, OLMO2 | WHOLE, NULL, "rms_norm_eps=1e-05", NOWINDOW, ALL(AB, 0)),
     ROW("olmo3", H, OLMO3 | WHOLE, NULL,
-        "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4",
+        "rms_norm_eps=1e-05 sliding_window=4096 sliding_window_pattern=4 "
+        "rope_local_base_freq=500000",
         PATTERN, ALL(AB, 0), .disputed_theta = "10000 in transformers 4.57, 500000 in 5"),
     ROW("olmo_hybrid", H, OLMO2 | WHOLE, NULL, NULL, NOWINDOW, ALL(AB, 0)),
     /* OlmoeConfig: OLMo 2's norms; its clip_qkv clamps after them */
@@ -1610,7 +1622,9 @@ static const ra_hf_family families[] = {
     /* UltrabertConfig: EuroBERT's attention (grouped key/value heads, attention_bias for q, k, v
      * and o), no causal mask; its sliding layers (layer_types, else all but every third) see
      * |i - j| <= sliding_window; a rope per layer type */
-    ROW("ultrabert", H, RA_HF_NON_CAUSAL | RA_HF_LOCAL_ROPE | RA_HF_ROPE_THETA_PER_LAYER | WHOLE,
+    ROW("ultrabert", H,
+        RA_HF_NON_CAUSAL | RA_HF_LOCAL_ROPE | RA_HF_ROPE_THETA_PER_LAYER | WHOLE |
+            RA_HF_ROPE_TYPES_NEEDED | RA_HF_ROPE_SCALING_UNREAD,
         NULL,
         "hidden_size=4096 num_attention_heads=32 max_position_embeddings=32768 "
         "sliding_window=128", RA_HF_WINDOWS_FULL_EVERY_THIRD, ALL(AB, 0), ULTRABERT_ROPE,

@@ -959,6 +959,40 @@ static ra_status check_null_theta(const cJSON *root, const ra_hf_fields *out, co
                       "out for the config class's default)", name);
 }
 
+/* RA_HF_ROPE_TYPES_NEEDED, RA_HF_ROPE_SCALING_UNREAD and RA_HF_TYPE_THETA_NEEDED: what a
+ * family's config class and rotary embedding read of rope_parameters by layer type, where one
+ * rope object, rope_scaling or a type's rope without rope_theta would otherwise be run as
+ * another family's (transformers runs the class's default ropes over them, or fails). */
+static ra_status rope_types_needed(const cJSON *nested, const cJSON *scaling,
+                                   const ra_hf_fields *out, const char *name, char *msg,
+                                   size_t msg_len)
+{
+    const ra_hf_family *family = out->family;
+    ra_hf_features features = family ? family->features : 0;
+    if ((features & RA_HF_ROPE_SCALING_UNREAD) && scaling != NULL && scaling->child != NULL)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"rope_scaling\": model_type "
+                          "\"%s\" reads rope_parameters by layer type and never reads it "
+                          "(transformers fails): give rope_parameters per layer type", name,
+                          family->model_type);
+    if ((features & RA_HF_ROPE_TYPES_NEEDED) && nested != NULL && !out->has_local_rope)
+        return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: rope_parameters is one rope "
+                          "object: model_type \"%s\" reads it by layer type (full_attention, "
+                          "sliding_attention), and transformers runs its default ropes over "
+                          "those keys or fails: give a rope per layer type", name,
+                          family->model_type);
+    if (!(features & RA_HF_TYPE_THETA_NEEDED) || nested == NULL) return RA_OK;
+    const ra_hf_rope *ropes[2] = {&out->rope, &out->local_rope};
+    static const char *const types[2] = {"full_attention", "sliding_attention"};
+    for (int t = 0; t < 2; t++)
+        if (!ropes[t]->has_theta)
+            return ra_io_fail(msg, msg_len, RA_ERR_UNSUPPORTED, "%s: \"rope_parameters.%s\" "
+                              "has no \"rope_theta\": model_type \"%s\"'s rotary embedding reads "
+                              "it there, and its config class never fills it from a top-level "
+                              "rope_theta (transformers fails): give it", name, types[t],
+                              family->model_type);
+    return RA_OK;
+}
+
 /* RA_HF_ROPE_PER_TYPE_ONLY: the family's rotary embedding reads
  * rope_parameters[layer_type]["rope_theta"] (and its partial_rotary_factor,
  * else a default of its own): one rope object for every layer, or a type's
@@ -1208,6 +1242,7 @@ static ra_status read_fields(const cJSON *root, ra_hf_fields *out, const char *n
     RA_TRY(read_local_attention(root, nested, scaling, out, name, msg, msg_len));
     RA_TRY(apply_defaults(root, out, 0, name, msg, msg_len));
     rotary_dim_factor(out);
+    RA_TRY(rope_types_needed(nested, scaling, out, name, msg, msg_len));
     RA_TRY(check_null_theta(root, out, name, msg, msg_len));
     RA_TRY(rope_per_type_only(nested, scaling, out, name, msg, msg_len));
     RA_TRY(check_theta_given(out, name, msg, msg_len));

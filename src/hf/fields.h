@@ -533,6 +533,18 @@ typedef unsigned __int128 ra_hf_features; /* 128 bits (gcc and clang) */
  * 5.23); elsewhere a null rope_theta is read as transformers 5 reads it (fields.c:
  * check_null_theta) */
 #define RA_HF_THETA_TYPED RA_HF_BIT(77)
+/* a rope per layer type only (RA_HF_LOCAL_ROPE): one rope object in rope_parameters is refused,
+ * as its config class runs its default ropes over it (Gemma 3, Gemma 3n, OLMo 3: its keys are
+ * left beside the layer types' and never read) or its rotary embedding fails on it (KeyError:
+ * Mellum, Laguna, Gemma 4, Beam, LFM3, UltraBERT) */
+#define RA_HF_ROPE_TYPES_NEEDED RA_HF_BIT(78)
+/* rope_scaling refused: its config class never merges it into the layer types' ropes (Gemma 3's
+ * and OLMo 3's merge it into the full layers'), and its rotary embedding fails on it */
+#define RA_HF_ROPE_SCALING_UNREAD RA_HF_BIT(79)
+/* each layer type's rope must hold its rope_theta: its config class never reads a top-level
+ * rope_theta into them (its convert_rope_params_to_dict returns it unread), and its rotary
+ * embedding fails without (Mellum, Laguna, Gemma 4, Beam) */
+#define RA_HF_TYPE_THETA_NEEDED RA_HF_BIT(85)
 /* Which of a family's attention projections transformers builds with a
  * bias: q, k and v's (or their fused weight's), and the output
  * projection's; each fixed, or given by a config key (then *_default is the

@@ -13,7 +13,10 @@ transformers reads the edited file as the config it saved):
   mellum    MellumConfig's: a rope per layer type (500000 full, 10000 sliding), each layer's
   ministral3  Ministral3Config's: yarn at 1e6, factor 16, with its q scaling
 
-and Llama's rope_parameters holding rope_theta beside a null rope_theta (kept as saved).
+and Llama's rope_parameters holding rope_theta beside a null rope_theta (kept as saved);
+OLMo 3's sliding layer of a config giving rope_theta 10000 alone (rope_parameters removed), which
+Olmo3Config's sliding layers run at its default_theta, 500000 (it pops rope_theta for the full
+layers' rope first).
 """
 import make_hf_cases as m
 
@@ -36,3 +39,8 @@ def null_theta_cases():
                    theta=None, pos=m.positions(20), config_keys=NULL_THETA)
     yield m.family("llama_null_theta_beside_rope", "Llama", tiny, theta=500.0,
                    config_keys={"rope_theta": m.JSON_NULL})
+    olmo3 = dict(tiny, num_hidden_layers=2, sliding_window=4,
+                 layer_types=["sliding_attention", "full_attention"], rope_theta=10000.0)
+    for kind, layer in (("sliding", 0), ("full", 1)):
+        yield m.family(f"olmo3_theta_alone_{kind}", "Olmo3", olmo3, layer=layer, theta=None,
+                       freqs=False, config_keys={"rope_parameters": None, "rope_theta": 10000.0})

@@ -99,13 +99,40 @@ def test_logits_bfloat16(family, loaded):
     eager bf16's, plus BF16_FLOOR."""
     ids = models.prompt_ids(2, 40)
     exact = logits(loaded(family, "eager"), ids)
+    model = loaded(family, "ropeattn", torch.bfloat16)
     with torch.no_grad():
-        out = loaded(family, "ropeattn", torch.bfloat16)(ids).logits
+        out = model(ids).logits
     assert out.dtype == torch.bfloat16, f"logits in {out.dtype}"
-    eager_err, _ = check.relative_error(logits(loaded(family, "eager", torch.bfloat16), ids),
-                                        exact)
+    eager = logits(loaded(family, "eager", torch.bfloat16), ids)
+    if routed(model):
+        got, want = median_position_error(out.float(), exact), median_position_error(eager, exact)
+        assert got <= BF16_FACTOR * want + BF16_FLOOR, (
+            f"{family.name} bf16 logits against float32: the median position's error {got:.3g},"
+            f" eager bf16's {want:.3g}")
+        return
+    eager_err, _ = check.relative_error(eager, exact)
     check.assert_close(out.float(), exact, BF16_FACTOR * eager_err + BF16_FLOOR,
                        f"{family.name} bf16 logits against float32 (eager bf16: {eager_err:.3g})")
+
+
+def routed(model):
+    """Whether the model routes each token to its top experts (an MoE).  The
+    choice is discrete: where two experts' router scores nearly tie, bf16's
+    roundings pick either, and that token's logits move far, whichever
+    backend ran the attention (qwen3_vl_moe on a Zen 3, avx2: eager bf16
+    moved at one of 80 positions, ropeattn at two, 0.06 and 0.23 of
+    max|logits|, the other positions' median 0.012 and 0.013).  For these the
+    bf16 test bounds the median position's error."""
+    config = model.config.get_text_config()
+    return any((getattr(config, key, None) or 0) > 1
+               for key in ("num_experts", "num_local_experts", "n_routed_experts"))
+
+
+def median_position_error(got, want):
+    """The median over positions of max|got - want| over the vocabulary, of
+    max|want|."""
+    diff = (got.double() - want.double()).abs().amax(-1)
+    return float(diff.median()) / float(want.abs().max())
 
 
 @pytest.mark.parametrize("family", RUNS, ids=names(RUNS))

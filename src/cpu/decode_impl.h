@@ -238,6 +238,23 @@ typedef struct decode_seen {
     int shared_from, shared_to;
 } decode_seen;
 
+/* Vectors of D that one values_span takes for a row (a constant where
+ * inlined): 4, so 16 accumulators for 4 rows; an 8-bit cache's on AVX2 2.
+ * AVX2 has 16 vector registers, and 16 accumulators beside a span's 4
+ * widened V vectors and a weight left 4 of them in memory, each loaded,
+ * added to and stored again for every key (GCC 12); at 2, 8 accumulators
+ * and none in memory.  Each element sums its keys in the same order
+ * either way: the same bits (docs/perf/2026-12-08-decode8-zen3.md). */
+static inline __attribute__((always_inline)) int values_span_vectors(const ra_dtype dtype)
+{
+#if defined(RA_SIMD_AVX2)
+    if (is_i8(dtype) || is_e4m3(dtype)) return 2;
+#else
+    (void)dtype;
+#endif
+    return 4;
+}
+
 /* o += p_i v_i for row r's own keys i in [from, to). */
 static inline __attribute__((always_inline)) void
 values_own(vf *acc, const void *const *vals, const float *p, int from, int to, int64_t d,
@@ -394,6 +411,94 @@ scores_vnni(vf *acc, const int8_t *qc, const vi *bias, const void *const *keys,
 }
 #endif
 
+#if defined(RA_SIMD_AVX2)
+/* decode_rows_n's scores of an 8-bit block on AVX2 (nr rows of scaled
+ * queries q [nr, D], the block's n keys; the same loops, so the same sums
+ * in the same order: the same bits), in a function of their own for each
+ * dtype and row count.  Inlined into decode_rows, GCC 12 kept each q
+ * vector in one stack slot, stored there and read back by each of the
+ * per_row FMAs that take it: on one core of an AMD EPYC (family 25 model
+ * 1, Zen 3) an int8 step took 65-70 ns a key and kv head (4 query heads,
+ * D 128), in L2 and from memory alike, where its 128 FMAs take 20 ns
+ * (docs/perf/2026-12-08-decode8-zen3.md). */
+static inline __attribute__((always_inline)) void
+scores8_rows(float scores[][DECODE_KEYS_MAX], const float *q, const void *const *keys,
+             const decode_ahead *ahead, int n, int64_t head_dim, const int nr,
+             const ra_dtype dtype)
+{
+    const decode_lines ln = lines_of(ahead, LINES_ASKED);
+    const int per_row = RA_W / nr; /* keys per lane sum */
+    const int n_up = (n + RA_W - 1) / RA_W * RA_W;
+    for (int k0 = 0; k0 < n_up; k0 += per_row) {
+        if (k0 >= n) { /* past the block's last key: masked by the caller */
+            for (int r = 0; r < nr; r++) memset(&scores[r][k0], 0, sizeof(float) * per_row);
+            continue;
+        }
+        vf acc[RA_W];
+        for (int x = 0; x < RA_W; x++) acc[x] = vsplat(0.0f);
+        for (int i = 0; i < per_row; i++) prefetch_far(keys[k0 + i], ahead->far, head_dim);
+        int64_t d = 0;
+        for (; d + RA_W <= head_dim; d += RA_W) {
+            vf k[RA_W];
+            for (int i = 0; i < per_row; i++) {
+                k[i] = load_any(keys[k0 + i], dtype, d);
+                prefetch_line((const char *)ahead->scores_rows[k0 + i] + ahead->scores_skip, d,
+                              ln, dtype);
+            }
+            for (int r = 0; r < nr; r++) {
+                const vf qv = vload(q + r * head_dim + d);
+                for (int i = 0; i < per_row; i++) acc[r * per_row + i] += qv * k[i];
+            }
+        }
+        float sum[RA_W];
+        vstore(sum, vsum_lanes(acc));
+        for (int r = 0; r < nr; r++)
+            memcpy(&scores[r][k0], sum + r * per_row, sizeof(float) * per_row);
+        if (d < head_dim) /* D past the last whole vector */
+            for (int r = 0; r < nr; r++)
+                for (int i = 0; i < per_row; i++)
+                    for (int64_t e = d; e < head_dim; e++)
+                        scores[r][k0 + i] += q[r * head_dim + e] * load_one(keys[k0 + i], dtype, e);
+    }
+}
+
+#define SCORES8_OF(name, nr, dtype)                                                         \
+    static __attribute__((noinline)) void name(float scores[][DECODE_KEYS_MAX], const float *q, \
+                                               const void *const *keys,                      \
+                                               const decode_ahead *ahead, int n,             \
+                                               int64_t head_dim)                             \
+    {                                                                                        \
+        scores8_rows(scores, q, keys, ahead, n, head_dim, nr, dtype);                        \
+    }
+SCORES8_OF(scores8_i8_4, 4, RA_I8)
+SCORES8_OF(scores8_i8_2, 2, RA_I8)
+SCORES8_OF(scores8_i8_1, 1, RA_I8)
+SCORES8_OF(scores8_q8_4, 4, DECODE_I8_Q8)
+SCORES8_OF(scores8_q8_2, 2, DECODE_I8_Q8)
+SCORES8_OF(scores8_q8_1, 1, DECODE_I8_Q8)
+SCORES8_OF(scores8_e4m3_4, 4, RA_F8E4M3)
+SCORES8_OF(scores8_e4m3_2, 2, RA_F8E4M3)
+SCORES8_OF(scores8_e4m3_1, 1, RA_F8E4M3)
+SCORES8_OF(scores8_finite_4, 4, DECODE_E4M3_FINITE)
+SCORES8_OF(scores8_finite_2, 2, DECODE_E4M3_FINITE)
+SCORES8_OF(scores8_finite_1, 1, DECODE_E4M3_FINITE)
+#undef SCORES8_OF
+
+/* The scores8_* function of nr rows (4, 2 or 1) and dtype (constants). */
+static inline __attribute__((always_inline)) void
+scores8(float scores[][DECODE_KEYS_MAX], const float *q, const void *const *keys,
+        const decode_ahead *ahead, int n, int64_t head_dim, const int nr, const ra_dtype dtype)
+{
+#define SCORES8_CALL(f4, f2, f1) \
+    (nr == 4 ? f4 : nr == 2 ? f2 : f1)(scores, q, keys, ahead, n, head_dim)
+    if (dtype == RA_I8) SCORES8_CALL(scores8_i8_4, scores8_i8_2, scores8_i8_1);
+    else if (dtype == DECODE_I8_Q8) SCORES8_CALL(scores8_q8_4, scores8_q8_2, scores8_q8_1);
+    else if (dtype == RA_F8E4M3) SCORES8_CALL(scores8_e4m3_4, scores8_e4m3_2, scores8_e4m3_1);
+    else SCORES8_CALL(scores8_finite_4, scores8_finite_2, scores8_finite_1);
+#undef SCORES8_CALL
+}
+#endif
+
 /* A block's keys against every row of a group: the rows' scaled queries qs
  * [rows, D], their key ranges first .. last [rows] and partials group
  * [rows, D + 2]; with quantize_q (DECODE_I8_Q8) qs holds the rows' codes'
@@ -445,7 +550,14 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
     vi bias[DECODE_ROWS];
     if (dtype == DECODE_I8_Q8) vnni_bias(bias, g->q_codes + r0 * head_dim, head_dim, nr);
 #endif
-    for (int k0 = 0; k0 < n_up; k0 += per_row) {
+    int k_start = 0; /* the first key the loop below scores */
+#if defined(RA_SIMD_AVX2)
+    if (eight) {
+        scores8(scores, q, keys, ahead, n, head_dim, nr, dtype);
+        k_start = n_up;
+    }
+#endif
+    for (int k0 = k_start; k0 < n_up; k0 += per_row) {
         if (k0 >= n) { /* past the block's last key: masked below */
             for (int r = 0; r < nr; r++) memset(&scores[r][k0], 0, sizeof(float) * per_row);
             continue;
@@ -560,9 +672,10 @@ decode_rows_n(const decode_group *g, int64_t head_dim, const void *const *keys,
                     d, nr, 2, 1, dtype);
         d += 2 * RA_W;
     }
-    for (; d + 4 * RA_W <= head_dim; d += 4 * RA_W)
+    const int span = values_span_vectors(dtype);
+    for (; d + span * RA_W <= head_dim; d += span * RA_W)
         values_span(o, stride, vals, next, skip, ln, far, row_bytes, p, alpha, &seen,
-                    d, nr, 4, 0, dtype);
+                    d, nr, span, 0, dtype);
     for (; d + RA_W <= head_dim; d += RA_W)
         values_span(o, stride, vals, next, skip, ln, far, row_bytes, p, alpha, &seen,
                     d, nr, 1, 0, dtype);

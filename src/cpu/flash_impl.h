@@ -41,9 +41,18 @@ enum { MR = 6, NR = 4 };
 #else
 enum { MR = 4, NR = 2 };
 #endif
+/* The forward's S = Q K^T: FMR keys a block (x NR vectors of rows).  On
+ * AVX2 (16 registers) 6 x 2 accumulators, 2 vectors of Qt and a broadcast
+ * key: 4 x 2 left 8 FMAs in flight, which the FMA's latency (4 cycles, 2
+ * a cycle) needs all of (docs/perf/2026-12-08-prefill-rope-zen3.md). */
+#if defined(RA_SIMD_AVX2)
+enum { FMR = 6, KMAX = 6 /* the larger of FMR and MR */ };
+#else
+enum { FMR = MR, KMAX = MR };
+#endif
 enum { BK = RA_FLASH_BK, ROWS_STEP = NR * RA_W };
 
-/* St[j, r] = sum_d K[j, d] Qt[d, r] for keys j in [j0, j0 + n) (n <= MR),
+/* St[j, r] = sum_d K[j, d] Qt[d, r] for keys j in [j0, j0 + n) (n <= KMAX),
  * rows r in [0, rows); St's rows are ldst floats apart, Qt's ldq (the
  * forward passes one slice of ROWS_STEP rows at a time: flash_tile).
  * krow[i] points at key j0 + i's features.  The first c0 vectors of each
@@ -52,46 +61,47 @@ enum { BK = RA_FLASH_BK, ROWS_STEP = NR * RA_W };
  * (and c0 0), mx[r] = max(mx[r], St[j, r]) over the n keys, from the
  * registers.
  * Always inlined with n and c0 constants (scores_blocks), so that a tail of
- * n < MR keys computes n rows of accumulators, not MR. */
+ * n keys computes n rows of accumulators, not KMAX. */
 static inline __attribute__((always_inline)) void
 scores_block(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
              const float *const *krow, int n, int c0, int64_t rows, int64_t head_dim,
              float *mx)
 {
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS_STEP) {
-        vf acc[MR][NR];
-        for (int i = 0; i < MR && i < n; i++)
+        vf acc[KMAX][NR];
+        for (int i = 0; i < KMAX && i < n; i++)
             for (int c = c0; c < NR; c++) acc[i][c] = vsplat(0.0f);
         for (int64_t d = 0; d < head_dim; d++) {
             vf qv[NR];
             for (int c = c0; c < NR; c++) qv[c] = vload(qt + d * ldq + r0 + c * RA_W);
-            for (int i = 0; i < MR && i < n; i++) {
+            for (int i = 0; i < KMAX && i < n; i++) {
                 vf kb = vsplat(krow[i][d]);
                 for (int c = c0; c < NR; c++) acc[i][c] += kb * qv[c];
             }
         }
-        for (int i = 0; i < MR && i < n; i++) {
+        for (int i = 0; i < KMAX && i < n; i++) {
             for (int c = 0; c < c0; c++) vstore(st + i * ldst + r0 + c * RA_W, vsplat(-INFINITY));
             for (int c = c0; c < NR; c++) vstore(st + i * ldst + r0 + c * RA_W, acc[i][c]);
         }
         for (int c = c0; mx && c < NR; c++) {
             vf m = vload(mx + r0 + c * RA_W);
-            for (int i = 0; i < MR && i < n; i++) m = vmax(m, acc[i][c]);
+            for (int i = 0; i < KMAX && i < n; i++) m = vmax(m, acc[i][c]);
             vstore(mx + r0 + c * RA_W, m);
         }
     }
 }
 
-/* scores_block for n = 1 .. MR keys, each n its own instantiation; c0
- * (< NR) for whole blocks of MR keys only (0 for the others). */
+/* scores_block for n = 1 .. KMAX keys, each n its own instantiation; c0
+ * (< NR) for the forward's whole blocks of FMR keys only (0 for the
+ * others). */
 static void scores_blocks(float *restrict st, int64_t ldst, const float *restrict qt, int64_t ldq,
                           const float *const *krow, int n, int c0, int64_t rows,
                           int64_t head_dim, float *mx)
 {
-    if (n == MR && c0 == 0) scores_block(st, ldst, qt, ldq, krow, MR, 0, rows, head_dim, mx);
-    else if (n == MR && c0 == 1) scores_block(st, ldst, qt, ldq, krow, MR, 1, rows, head_dim, mx);
-    else if (n == MR && c0 == 2) scores_block(st, ldst, qt, ldq, krow, MR, 2, rows, head_dim, mx);
-    else if (n == MR) scores_block(st, ldst, qt, ldq, krow, MR, NR - 1, rows, head_dim, mx);
+    if (n == FMR && c0 == 0) scores_block(st, ldst, qt, ldq, krow, FMR, 0, rows, head_dim, mx);
+    else if (n == FMR && c0 == 1) scores_block(st, ldst, qt, ldq, krow, FMR, 1, rows, head_dim, mx);
+    else if (n == FMR && c0 == 2) scores_block(st, ldst, qt, ldq, krow, FMR, 2, rows, head_dim, mx);
+    else if (n == FMR) scores_block(st, ldst, qt, ldq, krow, FMR, NR - 1, rows, head_dim, mx);
     else if (n == 1) scores_block(st, ldst, qt, ldq, krow, 1, 0, rows, head_dim, mx);
     else if (n == 2) scores_block(st, ldst, qt, ldq, krow, 2, 0, rows, head_dim, mx);
     else if (n == 3) scores_block(st, ldst, qt, ldq, krow, 3, 0, rows, head_dim, mx);
@@ -147,37 +157,44 @@ static void values_blocks(float *restrict ot, const float *restrict pt, const fl
     else if (n == 5) values_block(ot, pt, vrow, d0, 5, nk, rows, alpha, first);
 }
 
-/* The forward's P V with O row-major: PMR rows x PNR vectors of features. */
+/* The forward's P V with O row-major: PMR rows x PNR vectors of features.
+ * On AVX2 (16 registers) 6 x 2 accumulators, 2 vectors of V and a
+ * broadcast of P, as FMR x NR for S = Q K^T. */
 #if defined(RA_SIMD_AVX512)
 enum { PMR = 4, PNR = 4 };
+#elif defined(RA_SIMD_AVX2)
+enum { PMR = 6, PNR = 2 };
 #else
 enum { PMR = 4, PNR = 2 };
 #endif
+/* rows, a multiple of RA_FLASH_ROWS, leave an even number past the last
+ * whole block of PMR: values_rows runs them two at a time */
+_Static_assert(RA_FLASH_ROWS % PMR % 2 == 0, "rows past PMR's blocks come in pairs");
 
 /* O[i, f] = alpha[i] O[i, f] + sum_{j < nk} P[i, j] V[j, f] for rows i in
- * [0, PMR) and features f in [0, nv RA_W) (nv <= PNR vectors); on the first
- * tile O starts at zero instead.  P[i, j] is Pt[j * ldp + i] (St, in
- * place), O's rows are ldo floats apart, V's ldv.  The same products, summed
- * over j in the same order, as values_block's: the same bits.  Always
- * inlined with nv a constant (values_rows). */
+ * [0, m) (m <= PMR) and features f in [0, nv RA_W) (nv <= PNR vectors); on
+ * the first tile O starts at zero instead.  P[i, j] is Pt[j * ldp + i] (St,
+ * in place), O's rows are ldo floats apart, V's ldv.  The same products,
+ * summed over j in the same order, as values_block's: the same bits.
+ * Always inlined with m and nv constants (values_rows). */
 static inline __attribute__((always_inline)) void
 values_row_block(float *restrict o, int64_t ldo, const float *restrict pt, int64_t ldp,
-                 const float *restrict v, int64_t ldv, int64_t nk, int nv, const float *alpha,
-                 int first)
+                 const float *restrict v, int64_t ldv, int64_t nk, int m, int nv,
+                 const float *alpha, int first)
 {
     vf acc[PMR][PNR];
-    for (int i = 0; i < PMR; i++)
+    for (int i = 0; i < m; i++)
         for (int c = 0; c < nv; c++)
             acc[i][c] = !first ? vload(o + i * ldo + c * RA_W) * vsplat(alpha[i]) : vsplat(0.0f);
     for (int64_t j = 0; j < nk; j++) {
         vf vv[PNR];
         for (int c = 0; c < nv; c++) vv[c] = vload(v + j * ldv + c * RA_W);
-        for (int i = 0; i < PMR; i++) {
+        for (int i = 0; i < m; i++) {
             vf pb = vsplat(pt[j * ldp + i]);
             for (int c = 0; c < nv; c++) acc[i][c] += pb * vv[c];
         }
     }
-    for (int i = 0; i < PMR; i++)
+    for (int i = 0; i < m; i++)
         for (int c = 0; c < nv; c++) vstore(o + i * ldo + c * RA_W, acc[i][c]);
 }
 
@@ -196,38 +213,69 @@ static inline void key_span(const float *lo, const float *hi, int n, int64_t nk,
     if (*j1 < *j0) *j1 = *j0;
 }
 
+/* values_row_block for rows [r0, r0 + m) and the features of block f0 (nv
+ * vectors of them): over the keys the rows may see where lo and hi are
+ * given (values_rows). */
+static inline __attribute__((always_inline)) void
+values_rows_at(float *restrict o, const float *restrict pt, int64_t ldp, const float *restrict v,
+               int64_t nk, int64_t width, const float *alpha, int first, const float *lo,
+               const float *hi, int64_t r0, int m, int64_t f0, int nv)
+{
+    int64_t j0 = 0, j1 = nk;
+    if (lo) key_span(lo + r0, hi + r0, m, nk, &j0, &j1);
+    float *ob = o + r0 * width + f0;
+    const float *pb = pt + j0 * ldp + r0, *vb = v + j0 * width + f0;
+    if (nv == PNR)
+        values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, m, PNR, alpha + r0, first);
+    else if (nv == 1)
+        values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, m, 1, alpha + r0, first);
+    else if (nv == 2)
+        values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, m, 2, alpha + r0, first);
+    else /* 3 (PNR 4) */
+        values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, m, PNR - 1, alpha + r0, first);
+}
+
+/* values_rows for rows [r_begin, r_end): each block of PNR vectors of
+ * features runs over those rows while its columns of V stay in L1. */
+static inline __attribute__((always_inline)) void
+values_rows_range(float *restrict o, const float *restrict pt, int64_t ldp,
+                  const float *restrict v, int64_t nk, int64_t r_begin, int64_t r_end,
+                  int64_t width, const float *alpha, int first, const float *lo, const float *hi)
+{
+    for (int64_t f0 = 0; f0 < width; f0 += PNR * RA_W) {
+        const int nv = (width - f0) / RA_W < PNR ? (int)((width - f0) / RA_W) : PNR;
+        int64_t r0 = r_begin;
+        for (; r0 + PMR <= r_end; r0 += PMR)
+            values_rows_at(o, pt, ldp, v, nk, width, alpha, first, lo, hi, r0, PMR, f0, nv);
+        for (; RA_FLASH_ROWS % PMR != 0 && r0 < r_end; r0 += 2)
+            values_rows_at(o, pt, ldp, v, nk, width, alpha, first, lo, hi, r0, 2, f0, nv);
+    }
+}
+
 /* O [rows, width] = alpha O + P V for the nk keys of a tile: P in Pt [BK,
  * rows] (St, rows ldp floats apart), V [nk, width] (width: D rounded to 16,
- * zeros past D).  Each block of PNR vectors of features runs over all rows
- * while its columns of V stay in L1.  With lo and hi (a masked tile's, not
- * NULL), a block of PMR rows runs over the keys its rows may see only
- * (key_span: the causal diagonal's tiles): the others' P is exactly 0 in
- * each of its rows, and adding 0 changes none of O's sums: the same bits
- * but for the sign of a zero (alpha O that underflows to -0 with every
- * product of its span 0 stays -0 where adding 0 v gave +0). */
+ * zeros past D).  On AVX2, PV_ROWS rows at a time, so that their P (St's
+ * columns, [BK, PV_ROWS]: 12 KiB) stays in L1 (32 KiB on Zen 3) while
+ * every block of features passes over it; elsewhere all rows at once (2
+ * MiB of L2 on the Intel core, where it was tuned).  With lo and hi (a
+ * masked tile's, not NULL), a block of PMR rows runs over the keys its
+ * rows may see only (key_span: the causal diagonal's tiles): the others'
+ * P is exactly 0 in each of its rows, and adding 0 changes none of O's
+ * sums: the same bits but for the sign of a zero (alpha O that underflows
+ * to -0 with every product of its span 0 stays -0 where adding 0 v gave
+ * +0).  Each row's sums run in the same order whatever the blocking. */
 static void values_rows(float *restrict o, const float *restrict pt, int64_t ldp,
                         const float *restrict v, int64_t nk, int64_t rows, int64_t width,
                         const float *alpha, int first, const float *lo, const float *hi)
 {
-    for (int64_t f0 = 0; f0 < width; f0 += PNR * RA_W) {
-        const int nv = (width - f0) / RA_W < PNR ? (int)((width - f0) / RA_W) : PNR;
-        for (int64_t r0 = 0; r0 < rows; r0 += PMR) {
-            int64_t j0 = 0, j1 = nk;
-            if (lo) key_span(lo + r0, hi + r0, PMR, nk, &j0, &j1);
-            float *ob = o + r0 * width + f0;
-            const float *pb = pt + j0 * ldp + r0, *vb = v + j0 * width + f0;
-            if (nv == PNR)
-                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, PNR, alpha + r0,
-                                 first);
-            else if (nv == 1)
-                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, 1, alpha + r0, first);
-            else if (nv == 2)
-                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, 2, alpha + r0, first);
-            else /* 3 (PNR 4) */
-                values_row_block(ob, width, pb, ldp, vb, width, j1 - j0, PNR - 1, alpha + r0,
-                                 first);
-        }
-    }
+#if defined(RA_SIMD_AVX2)
+    enum { PV_ROWS = 8 * PMR };
+    for (int64_t r0 = 0; r0 < rows; r0 += PV_ROWS)
+        values_rows_range(o, pt, ldp, v, nk, r0, r0 + PV_ROWS < rows ? r0 + PV_ROWS : rows, width,
+                          alpha, first, lo, hi);
+#else
+    values_rows_range(o, pt, ldp, v, nk, 0, rows, width, alpha, first, lo, hi);
+#endif
 }
 
 /* Qt[d, r0 + i] = src[i][d] * scale for a block of RA_W rows: W x W
@@ -322,17 +370,32 @@ static flash_tile carve(const ra_flash_job *job, int thread, int64_t head_dim)
  * floor(t) < -149; NaN passes).  Measured over every float x in [-1, 0]:
  * at most 1.8e-7 relative to e^x (simd.h's vexp: 2.2e-7), over [-87, 0]
  * 3.9e-6, from t's rounding as vexp's (4.0e-6); gradual underflow below
- * -87.3.  Elsewhere simd.h's vexp. */
+ * -87.3.  On AVX2 the same in 12 (simd.h's vexp: about 25), without
+ * vreduceps and vscalefps: t clamped to -127 first (NaN passes: vmaxps
+ * returns its second operand then), f = t - floor(t) (exact), the same
+ * polynomial, and 2^floor(t) as a float's bits, built by adding 2^23 +
+ * 127 and shifting: the same bits as AVX-512's wherever e^x >= 2^-126,
+ * 0 below (where t < -127: 2^-127's bits are 0), as simd.h's vexp
+ * flushes.  Elsewhere simd.h's vexp. */
+#if defined(RA_SIMD_AVX512) || defined(RA_SIMD_AVX2)
+static const float exp2_poly[6] = {0.0018671304f, 0.00901702978f, 0.0557999127f,
+                                   0.240164444f,  0.693151295f,   1.0f};
+#endif
+
 static inline vf vexp_flash(vf x)
 {
 #if defined(RA_SIMD_AVX512)
     const __m512 t = _mm512_mul_ps((__m512)x, _mm512_set1_ps(1.44269504088896341f));
     const vf f = (vf)_mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    static const float c[6] = {0.0018671304f, 0.00901702978f, 0.0557999127f,
-                               0.240164444f,  0.693151295f,   1.0f};
-    vf p = vsplat(c[0]);
-    for (int i = 1; i < 6; i++) p = p * f + vsplat(c[i]); /* Horner */
+    vf p = vsplat(exp2_poly[0]);
+    for (int i = 1; i < 6; i++) p = p * f + vsplat(exp2_poly[i]); /* Horner */
     return (vf)_mm512_scalef_ps((__m512)p, t);
+#elif defined(RA_SIMD_AVX2)
+    const vf t = vmax(vsplat(-127.0f), x * vsplat(1.44269504088896341f));
+    const vf n = (vf)_mm256_floor_ps((__m256)t), f = t - n;
+    vf p = vsplat(exp2_poly[0]);
+    for (int i = 1; i < 6; i++) p = p * f + vsplat(exp2_poly[i]); /* Horner */
+    return p * (vf)((vi)(n + vsplat(8388608.0f + 127.0f)) << 23);
 #else
     return vexp(x);
 #endif
@@ -768,11 +831,11 @@ static void tile_scores(const flash_tile *t, const ra_attention_args *a, const f
     float tmax[ROWS_STEP];
     for (int64_t r0 = 0; r0 < blk->rows; r0 += ROWS_STEP) {
         for (int i = 0; i < ROWS_STEP; i++) tmax[i] = -INFINITY;
-        for (int64_t j0 = 0; j0 < nk; j0 += MR) {
-            int n = nk - j0 < MR ? (int)(nk - j0) : MR, c0 = 0;
+        for (int64_t j0 = 0; j0 < nk; j0 += FMR) {
+            int n = nk - j0 < FMR ? (int)(nk - j0) : FMR, c0 = 0;
             /* masked: the leading vectors of rows whose last key is before j0
              * (softmax_tile masks them whatever St holds) */
-            while (masked && n == MR && c0 < NR - 1 &&
+            while (masked && n == FMR && c0 < NR - 1 &&
                    vector_before(t->hi + r0 + c0 * RA_W, (float)j0))
                 c0++;
             scores_blocks(t->st + j0 * t->ldst + r0, t->ldst,

@@ -44,6 +44,7 @@ typedef struct model {
     int64_t hkv, rep, d, ps;
     float k_scales[MAX_HKV], v_scales[MAX_HKV];
     int live[MAX_SEQS];
+    int64_t given[MAX_SEQS]; /* the id the pool last gave in each slot (the slot at first) */
     int64_t length[MAX_SEQS], window[MAX_SEQS];
     float rows[MAX_SEQS][2][MAX_LEN * MAX_HKV * MAX_D]; /* rotated k, v [len, Hkv, D] */
 } model;
@@ -92,11 +93,27 @@ static void check_books(const model *m)
                (long long)whole, (long long)p->n_free_groups);
 }
 
-/* An id: mostly a live one's or a free slot's, sometimes out of range. */
+/* The slot of an id the pool gave: its low 32 bits (ra_kv_pool_add_sequence). */
+static int64_t slot_of(int64_t id)
+{
+    return id & 0xffffffff;
+}
+
+/* Whether id names a live sequence of the model, as the pool gave it (a
+ * freed one's id names nothing, whoever holds its slot now). */
+static int is_live(const model *m, int64_t id)
+{
+    return id >= 0 && slot_of(id) < MAX_SEQS && m->live[slot_of(id)] &&
+           m->given[slot_of(id)] == id;
+}
+
+/* An id: mostly the one the pool last gave in a slot (live or freed),
+ * sometimes a slot's own number (a freed one's where the slot was reused)
+ * or out of range. */
 static int64_t take_id(fuzz_input *in, const model *m)
 {
-    (void)m;
-    return take_range(in, -1, MAX_SEQS);
+    const int64_t slot = take_range(in, -1, MAX_SEQS);
+    return slot >= 0 && slot < MAX_SEQS && take_byte(in) % 4 != 0 ? m->given[slot] : slot;
 }
 
 static void op_append(fuzz_input *in, model *m, ra_rope *rope)
@@ -108,7 +125,7 @@ static void op_append(fuzz_input *in, model *m, ra_rope *rope)
     for (int64_t i = 0; i < n_ids; i++) {
         ids[i] = take_id(in, m);
         n_new[i] = take_range(in, 0, seq);
-        if (ids[i] < 0 || ids[i] >= MAX_SEQS || !m->live[ids[i]]) valid = 0;
+        if (!is_live(m, ids[i])) valid = 0;
         for (int64_t j = 0; j < i; j++) distinct &= ids[j] != ids[i];
     }
     const int64_t rows = n_ids * seq * m->hkv * m->d;
@@ -123,7 +140,7 @@ static void op_append(fuzz_input *in, model *m, ra_rope *rope)
     memcpy(length_before, m->length, sizeof length_before);
     if (valid && distinct)
         for (int64_t i = 0; i < n_ids; i++) {
-            const ra_kv_sequence *s = &m->pool->seqs[ids[i]];
+            const ra_kv_sequence *s = &m->pool->seqs[slot_of(ids[i])];
             const int64_t L = s->length, n = n_new[i];
             if (L + n > MAX_LEN) room = 0; /* the model's room, not the pool's */
             needed += ra_kv_pool_pages_of(m->pool, L + n) - ra_kv_pool_pages_of(m->pool, L) +
@@ -149,10 +166,11 @@ static void op_append(fuzz_input *in, model *m, ra_rope *rope)
     FUZZ_CHECK(valid && distinct, "an append took a repeated or dead id");
     const int64_t row = m->hkv * m->d;
     for (int64_t i = 0; i < n_ids; i++) { /* k as rotated in place */
-        float *to[2] = {m->rows[ids[i]][0], m->rows[ids[i]][1]};
-        memcpy(to[0] + m->length[ids[i]] * row, k + i * seq * row, (size_t)(n_new[i] * row) * 4);
-        memcpy(to[1] + m->length[ids[i]] * row, v + i * seq * row, (size_t)(n_new[i] * row) * 4);
-        m->length[ids[i]] += n_new[i];
+        const int64_t sl = slot_of(ids[i]);
+        float *to[2] = {m->rows[sl][0], m->rows[sl][1]};
+        memcpy(to[0] + m->length[sl] * row, k + i * seq * row, (size_t)(n_new[i] * row) * 4);
+        memcpy(to[1] + m->length[sl] * row, v + i * seq * row, (size_t)(n_new[i] * row) * 4);
+        m->length[sl] += n_new[i];
     }
 }
 
@@ -161,11 +179,12 @@ static void op_append(fuzz_input *in, model *m, ra_rope *rope)
 static void op_decode(fuzz_input *in, model *m)
 {
     const int64_t n_ids = take_range(in, 1, 3), T = take_range(in, 1, 3);
-    int64_t ids[3], n_query[3], cap = 1;
+    int64_t ids[3], given[3], n_query[3], cap = 1; /* ids: the model's slots */
     int windowed = 0;
     for (int64_t i = 0; i < n_ids; i++) {
         ids[i] = take_range(in, 0, MAX_SEQS - 1);
         if (!m->live[ids[i]]) return;
+        given[i] = m->given[ids[i]];
         n_query[i] = take_range(in, 0, T);
         cap = m->length[ids[i]] > cap ? m->length[ids[i]] : cap;
         windowed |= m->window[ids[i]] != 0;
@@ -211,7 +230,7 @@ static void op_decode(fuzz_input *in, model *m)
     ra_tensor tb = ra_tensor_4d(b, RA_F32, n_ids, T, h, m->d);
     ra_context *ctx = take_byte(in) & 1 ? two_threads : NULL;
     const ra_status want = ra_attention_decode(NULL, cache, &ta, &tq, n_query, &o);
-    const ra_status got = ra_attention_decode_paged(ctx, m->pool, ids, n_ids, &tb, &tq, n_query, &o);
+    const ra_status got = ra_attention_decode_paged(ctx, m->pool, given, n_ids, &tb, &tq, n_query, &o);
     if (got == RA_OK) {
         FUZZ_CHECK(want == RA_OK, "the pool decodes what the cache refuses (%s)",
                    ra_status_string(want));
@@ -232,6 +251,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const ra_dtype dtypes[5] = {RA_F32, RA_F16, RA_BF16, RA_I8, RA_F8E4M3};
     static model m;
     memset(&m, 0, sizeof m);
+    for (int64_t s = 0; s < MAX_SEQS; s++) m.given[s] = s;
     m.dtype = TAKE_ONE_OF(&in, dtypes);
     m.ps = take_range(&in, 1, 9);
     m.hkv = take_range(&in, 1, MAX_HKV);
@@ -262,28 +282,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const ra_status st = ra_kv_pool_add_sequence(m.pool, window, &id);
             FUZZ_CHECK(st == RA_OK || st == RA_ERR_CACHE_FULL, "add: %s", ra_last_error());
             if (st == RA_OK) {
-                FUZZ_CHECK(id >= 0 && id < max_seqs && !m.live[id], "add gave id %lld",
+                const int64_t sl = slot_of(id);
+                FUZZ_CHECK(id >= 0 && sl < max_seqs && !m.live[sl], "add gave id %lld",
                            (long long)id);
-                m.live[id] = 1, m.length[id] = 0, m.window[id] = window;
+                m.given[sl] = id, m.live[sl] = 1, m.length[sl] = 0, m.window[sl] = window;
             }
         } else if (kind == 1) {
             const int64_t parent = take_id(&in, &m);
             int64_t id = -1;
             const ra_status st = ra_kv_pool_fork(m.pool, parent, &id);
-            const int parent_live = parent >= 0 && parent < MAX_SEQS && m.live[parent];
+            const int parent_live = is_live(&m, parent);
             FUZZ_CHECK(st == (parent_live ? st : RA_ERR_ARGUMENT) &&
                            (st == RA_OK || st == RA_ERR_CACHE_FULL || st == RA_ERR_ARGUMENT),
                        "fork: %s", ra_last_error());
             if (st == RA_OK) {
-                m.live[id] = 1, m.length[id] = m.length[parent], m.window[id] = m.window[parent];
-                memcpy(m.rows[id], m.rows[parent], sizeof m.rows[id]);
+                const int64_t sl = slot_of(id), from = slot_of(parent);
+                FUZZ_CHECK(id >= 0 && sl < max_seqs && !m.live[sl], "fork gave id %lld",
+                           (long long)id);
+                m.given[sl] = id, m.live[sl] = 1;
+                m.length[sl] = m.length[from], m.window[sl] = m.window[from];
+                memcpy(m.rows[sl], m.rows[from], sizeof m.rows[sl]);
             }
         } else if (kind == 2) {
             const int64_t id = take_id(&in, &m);
             const ra_status st = ra_kv_pool_free_sequence(m.pool, id);
-            const int live = id >= 0 && id < MAX_SEQS && m.live[id];
+            const int live = is_live(&m, id);
             FUZZ_CHECK(st == (live ? RA_OK : RA_ERR_ARGUMENT), "free: %s", ra_last_error());
-            if (live) m.live[id] = 0;
+            if (live) m.live[slot_of(id)] = 0;
         } else if (kind == 3) {
             op_append(&in, &m, rope);
         } else {
